@@ -1,0 +1,25 @@
+//! The `issues.json` model shared by every npu-patcher tool.
+//!
+//! It owns the schema (serde types), the line-independent fingerprints and short ids, the
+//! validated, lock-protected, atomic load and save, and the rescan merge that keeps each issue's
+//! status across scans. It must not know how issues are found (that is the scanner's job) or how
+//! they are shown (that is each tool's job).
+
+pub mod error;
+pub mod ids;
+pub mod merge;
+pub mod schema;
+pub mod store;
+
+pub use error::{Error, Result};
+pub use ids::{fingerprint, normalize_snippet, short_id};
+pub use merge::{MergeReport, merge};
+pub use schema::*;
+pub use store::{load, parse, save, to_json, update};
+
+/// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map_or_else(|_| jiff::Timestamp::now().to_string(), |t| t.to_string())
+}

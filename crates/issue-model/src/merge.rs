@@ -1,0 +1,106 @@
+//! Merging a fresh scan into the previous `issues.json`, so progress survives rescans.
+
+use crate::ids::short_id;
+use crate::schema::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status, Summary};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// What a merge changed, for the scanner to report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MergeReport {
+    /// Ids found for the first time.
+    pub new: Vec<String>,
+    /// Ids found again, status kept.
+    pub kept: Vec<String>,
+    /// Ids that were `fixed` and are found again: now pending, with a `regressed` history entry.
+    pub regressed: Vec<String>,
+    /// Ids that were pending and are no longer found: now `fixed`, with a `resolved` history entry.
+    pub resolved: Vec<String>,
+}
+
+/// Merge `fresh` (a scan's result, every issue pending with no history) into `previous`.
+///
+/// Issues are matched by fingerprint. A matched issue keeps its id, status, reason and history
+/// and takes the fresh location, message and snippet. A `fixed` issue found again becomes pending
+/// (`regressed`). A pending issue that is gone becomes `fixed` (`resolved`); gone fixed or skipped
+/// issues are kept as they are, so the record of the work survives. Ids are unique: a new issue
+/// whose short id collides with another gets a longer one.
+pub fn merge(
+    previous: Option<&IssuesFile>,
+    mut fresh: IssuesFile,
+    now: &str,
+) -> (IssuesFile, MergeReport) {
+    let mut report = MergeReport::default();
+    let old_by_fp: BTreeMap<&str, &Issue> = previous
+        .map(|p| {
+            p.issues
+                .iter()
+                .map(|i| (i.fingerprint.as_str(), i))
+                .collect()
+        })
+        .unwrap_or_default();
+    let fresh_fps: BTreeSet<String> = fresh.issues.iter().map(|i| i.fingerprint.clone()).collect();
+
+    let mut taken: BTreeSet<String> = old_by_fp.values().map(|i| i.id.clone()).collect();
+    for issue in &mut fresh.issues {
+        if let Some(old) = old_by_fp.get(issue.fingerprint.as_str()) {
+            issue.id.clone_from(&old.id);
+            issue.reason.clone_from(&old.reason);
+            issue.history.clone_from(&old.history);
+            issue.status = old.status;
+            if old.status == Status::Fixed {
+                issue.status = Status::Pending;
+                issue.history.push(HistoryEntry {
+                    at: now.to_owned(),
+                    status: HistoryStatus::Regressed,
+                    note: Some("marked fixed, but a rescan found it again".to_owned()),
+                });
+                report.regressed.push(issue.id.clone());
+            } else {
+                report.kept.push(issue.id.clone());
+            }
+        } else {
+            issue.id = unique_id(&issue.pattern, &issue.fingerprint, &taken);
+            issue.status = Status::Pending;
+            issue.history = vec![HistoryEntry {
+                at: now.to_owned(),
+                status: HistoryStatus::Found,
+                note: None,
+            }];
+            report.new.push(issue.id.clone());
+        }
+        taken.insert(issue.id.clone());
+    }
+
+    if let Some(previous) = previous {
+        for old in &previous.issues {
+            if fresh_fps.contains(&old.fingerprint) {
+                continue;
+            }
+            let mut gone = old.clone();
+            if gone.status == Status::Pending {
+                gone.status = Status::Fixed;
+                gone.history.push(HistoryEntry {
+                    at: now.to_owned(),
+                    status: HistoryStatus::Resolved,
+                    note: Some("no longer found by a rescan".to_owned()),
+                });
+                report.resolved.push(gone.id.clone());
+            }
+            fresh.issues.push(gone);
+        }
+    }
+
+    fresh.summary = Summary::of(&fresh.issues);
+    (fresh, report)
+}
+
+fn unique_id(pattern: &str, fingerprint: &str, taken: &BTreeSet<String>) -> String {
+    let mut len = 6;
+    loop {
+        let id = short_id(pattern, fingerprint, len);
+        if !taken.contains(&id) || len >= fingerprint.len() {
+            return id;
+        }
+        len += 2;
+    }
+}

@@ -1,0 +1,233 @@
+//! The serde types of `issues.json`, schema version 1.
+//!
+//! Field names and enum spellings are part of the file format: never rename one in place.
+//! `docs/issues-json.md` documents every field.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// The only schema version this crate reads and writes.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The whole `issues.json` document.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IssuesFile {
+    pub schema_version: u32,
+    pub tool: Tool,
+    /// The scanned root exactly as the user gave it; never resolved to an absolute path.
+    pub root: String,
+    /// RFC 3339 time of the scan that last wrote this file.
+    pub scanned_at: String,
+    pub summary: Summary,
+    pub issues: Vec<Issue>,
+    #[serde(default)]
+    pub unparsed: Vec<Unparsed>,
+}
+
+/// The program that wrote the file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+/// Counts derived from `issues`; recomputed on every save.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Summary {
+    pub total: usize,
+    /// Count per status name (`pending`, `fixed`, `skipped`).
+    pub by_status: BTreeMap<String, usize>,
+    /// Count per pattern id, then per status name.
+    pub by_pattern: BTreeMap<String, BTreeMap<String, usize>>,
+}
+
+/// The broad kind of problem; spelled in upper case in the file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Category {
+    Device,
+    Operator,
+    Structure,
+    Framework,
+    Semantic,
+}
+
+/// How bad a finding is. Ordered so that `Error < Warning < Info` sorts errors first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    Error,
+    Warning,
+    Info,
+}
+
+/// Where an issue stands in the fix workflow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pending,
+    Fixed,
+    Skipped,
+}
+
+/// What a history entry records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HistoryStatus {
+    /// First reported by a scan.
+    Found,
+    /// First shown by `npu-progress --next`; the start of the work on it.
+    Shown,
+    Fixed,
+    Skipped,
+    /// Put back to pending by hand (`--reopen`).
+    Reopened,
+    /// A `fixed` issue was found again by a rescan and is pending again.
+    Regressed,
+    /// A pending issue that a rescan no longer finds: the code was changed.
+    Resolved,
+}
+
+/// One finding, and its progress through the fix workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Issue {
+    /// Short, stable, human-typable id, e.g. `RND-4f1a9c`.
+    pub id: String,
+    /// Rule id, e.g. `P_RND`.
+    pub pattern: String,
+    pub category: Category,
+    pub severity: Severity,
+    /// A performance issue cannot be skipped.
+    pub performance: bool,
+    /// Relative to `root`, `/`-separated.
+    pub file: String,
+    /// 1-based line.
+    pub line: u32,
+    /// 1-based column, in characters.
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+    /// Enclosing `Class.method`, or `None` at module level.
+    pub symbol: Option<String>,
+    pub message: String,
+    /// The source line(s) of the finding, as scanned.
+    pub snippet: String,
+    #[serde(default)]
+    pub related: Vec<Related>,
+    /// e.g. `references/fix-templates/P_RND.md`.
+    pub fix_template: String,
+    /// Line-independent fingerprint; see [`crate::fingerprint`].
+    pub fingerprint: String,
+    pub status: Status,
+    /// Why it was skipped (required for `skipped`), or a note on the fix.
+    pub reason: Option<String>,
+    #[serde(default)]
+    pub history: Vec<HistoryEntry>,
+}
+
+/// Another place the same fix covers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Related {
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub note: String,
+}
+
+/// One step in an issue's life.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HistoryEntry {
+    /// RFC 3339 time.
+    pub at: String,
+    pub status: HistoryStatus,
+    pub note: Option<String>,
+}
+
+/// A file the scanner could not parse.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Unparsed {
+    pub file: String,
+    /// The parser's (or reader's) message.
+    pub reason: String,
+    pub line: Option<u32>,
+    pub column: Option<u32>,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pending => "pending",
+            Status::Fixed => "fixed",
+            Status::Skipped => "skipped",
+        }
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Severity {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Category {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Device => "DEVICE",
+            Category::Operator => "OPERATOR",
+            Category::Structure => "STRUCTURE",
+            Category::Framework => "FRAMEWORK",
+            Category::Semantic => "SEMANTIC",
+        }
+    }
+}
+
+impl fmt::Display for Category {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Summary {
+    /// Counts of `issues` by status and by pattern.
+    pub fn of(issues: &[Issue]) -> Summary {
+        let mut summary = Summary {
+            total: issues.len(),
+            ..Summary::default()
+        };
+        for issue in issues {
+            let status = issue.status.as_str().to_owned();
+            *summary.by_status.entry(status.clone()).or_default() += 1;
+            *summary
+                .by_pattern
+                .entry(issue.pattern.clone())
+                .or_default()
+                .entry(status)
+                .or_default() += 1;
+        }
+        summary
+    }
+}

@@ -1,0 +1,79 @@
+//! `cargo xtask`: project automation (tests, benchmarks, the release bundle, tidy checks).
+//!
+//! Each subcommand lives in its own module; this file only dispatches.
+
+// A developer tool: its whole output is progress and figures on the terminal.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod accuracy;
+mod bench_patches;
+mod bench_progress;
+mod bench_scan;
+mod dist;
+mod test;
+mod tidy;
+mod venv;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+
+#[derive(Parser)]
+#[command(name = "cargo xtask", about = "npu-patcher project automation")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run every check and test from a fresh clone: fmt, clippy, cargo tests, the Python venv and pytest.
+    Test(test::Args),
+    /// Create (or reuse) the cached Python test venv and print its interpreter path.
+    Venv,
+    /// Benchmarks that print figures.
+    #[command(subcommand)]
+    Bench(Bench),
+    /// Precision and recall of every rule over the labelled fixture projects.
+    Accuracy(accuracy::Args),
+    /// Build the release bundle under target/dist/.
+    Dist(dist::Args),
+    /// Repository consistency checks (also run as a test).
+    Tidy,
+}
+
+#[derive(Subcommand)]
+enum Bench {
+    /// npu-progress on a generated issues.json with many issues.
+    Progress(bench_progress::Args),
+    /// The scanner on a large real Python tree, against `CPython`'s `ast.parse`.
+    Scan(bench_scan::Args),
+    /// Runtime patch overhead and emulated device cost.
+    Patches(bench_patches::Args),
+}
+
+fn main() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Test(args) => test::run(&args),
+        Command::Venv => {
+            let python = venv::ensure()?;
+            println!("{}", python.display());
+            Ok(())
+        }
+        Command::Bench(Bench::Progress(args)) => bench_progress::run(&args),
+        Command::Bench(Bench::Scan(args)) => bench_scan::run(&args),
+        Command::Bench(Bench::Patches(args)) => bench_patches::run(&args),
+        Command::Accuracy(args) => accuracy::run(&args),
+        Command::Dist(args) => dist::run(&args).map(|_| ()),
+        Command::Tidy => tidy::run(),
+    }
+}
+
+/// The workspace root (the parent of this crate's directory).
+pub fn project_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest
+        .parent()
+        .map_or(manifest.clone(), std::path::Path::to_path_buf)
+}

@@ -1,0 +1,115 @@
+//! `cargo xtask test`: every check and test, from a fresh clone, in one command.
+//!
+//! Order: rustfmt check, clippy with `-D warnings`, the cargo tests, the Python venv, the release
+//! bundle, then pytest over `tests/`. Every step runs even when an earlier one fails, so one run
+//! shows everything that is wrong; the exit code is non-zero if any step failed.
+
+use anyhow::{Result, bail};
+use std::time::Instant;
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// Skip rustfmt and clippy (quicker local iterations).
+    #[arg(long)]
+    no_lint: bool,
+    /// Extra arguments passed to pytest (e.g. `-k float64`).
+    #[arg(last = true)]
+    pytest_args: Vec<String>,
+}
+
+pub fn run(args: &Args) -> Result<()> {
+    let root = crate::project_root();
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let mut failed: Vec<&str> = Vec::new();
+    let mut step = |name: &'static str, ok: bool, started: Instant| {
+        eprintln!(
+            "xtask: {name}: {} ({:.1}s)",
+            if ok { "ok" } else { "FAILED" },
+            started.elapsed().as_secs_f64()
+        );
+        if !ok {
+            failed.push(name);
+        }
+    };
+
+    if !args.no_lint {
+        let t = Instant::now();
+        let ok = duct::cmd!(&cargo, "fmt", "--all", "--check")
+            .dir(&root)
+            .unchecked()
+            .run()?
+            .status
+            .success();
+        step("cargo fmt --check", ok, t);
+        let t = Instant::now();
+        let ok = duct::cmd!(
+            &cargo,
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--locked",
+            "--",
+            "-D",
+            "warnings"
+        )
+        .dir(&root)
+        .unchecked()
+        .run()?
+        .status
+        .success();
+        step("cargo clippy", ok, t);
+    }
+
+    let t = Instant::now();
+    let python = crate::venv::ensure();
+    step("python venv", python.is_ok(), t);
+    let python = match python {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            bail!("the Python test venv could not be created; the Python tests cannot run");
+        }
+    };
+
+    let t = Instant::now();
+    let ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
+        .dir(&root)
+        .env("NPU_PATCHER_PYTHON", &python)
+        .unchecked()
+        .run()?
+        .status
+        .success();
+    step("cargo test", ok, t);
+
+    let t = Instant::now();
+    let bundle = crate::dist::run(&crate::dist::Args::default());
+    step("cargo xtask dist", bundle.is_ok(), t);
+    let bundle_dir = match &bundle {
+        Ok(dir) => dir.display().to_string(),
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            String::new()
+        }
+    };
+
+    let t = Instant::now();
+    let mut pytest: Vec<String> = vec!["-m".into(), "pytest".into(), "tests".into(), "-q".into()];
+    pytest.extend(args.pytest_args.iter().cloned());
+    let ok = duct::cmd(&python, &pytest)
+        .dir(&root)
+        .env("NPU_PATCHER_PYTHON", &python)
+        .env("NPU_PATCHER_BUNDLE", &bundle_dir)
+        .env("NPU_PATCHER_TARGET", root.join("target"))
+        .unchecked()
+        .run()?
+        .status
+        .success();
+    step("pytest", ok, t);
+
+    if failed.is_empty() {
+        eprintln!("xtask: all checks passed");
+        Ok(())
+    } else {
+        bail!("failed: {}", failed.join(", "))
+    }
+}
