@@ -21,6 +21,16 @@ pub fn ensure() -> Result<PathBuf> {
     if ready.exists() && python.exists() {
         return Ok(python);
     }
+    // Several processes may ask at once (parallel test runs): one builds, the others wait.
+    std::fs::create_dir_all(cache_dir())?;
+    let lock_path = cache_dir().join(format!("venv-{hash}.lock"));
+    let lock = std::fs::File::create(&lock_path)
+        .with_context(|| format!("cannot create {}", lock_path.display()))?;
+    lock.lock()
+        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
+    if ready.exists() && python.exists() {
+        return Ok(python);
+    }
     let base = find_base_python()?;
     eprintln!(
         "xtask: creating the test venv at {} (one time)",
@@ -30,7 +40,6 @@ pub fn ensure() -> Result<PathBuf> {
         std::fs::remove_dir_all(&venv)
             .with_context(|| format!("cannot remove the incomplete venv {}", venv.display()))?;
     }
-    std::fs::create_dir_all(cache_dir())?;
     duct::cmd!(&base, "-m", "venv", &venv)
         .run()
         .with_context(|| format!("`{} -m venv` failed", base.display()))?;
