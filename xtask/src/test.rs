@@ -71,9 +71,13 @@ pub fn run(args: &Args) -> Result<()> {
         }
     };
 
+    // The venv's bin/ (python, pytest, shellcheck) comes first on PATH for every test.
+    let path = venv_path(&python);
+
     let t = Instant::now();
     let ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
         .dir(&root)
+        .env("PATH", &path)
         .env("NPU_PATCHER_PYTHON", &python)
         .unchecked()
         .run()?
@@ -82,7 +86,10 @@ pub fn run(args: &Args) -> Result<()> {
     step("cargo test", ok, t);
 
     let t = Instant::now();
-    let bundle = crate::dist::run(&crate::dist::Args::default());
+    let bundle = crate::dist::run(&crate::dist::Args {
+        debug: true,
+        no_archive: true,
+    });
     step("cargo xtask dist", bundle.is_ok(), t);
     let bundle_dir = match &bundle {
         Ok(dir) => dir.display().to_string(),
@@ -98,6 +105,7 @@ pub fn run(args: &Args) -> Result<()> {
     let ok = duct::cmd(&python, &pytest)
         .dir(&root)
         .env("NPU_PATCHER_PYTHON", &python)
+        .env("PATH", &path)
         .env("NPU_PATCHER_BUNDLE", &bundle_dir)
         .env("NPU_PATCHER_TARGET", root.join("target"))
         .unchecked()
@@ -112,4 +120,16 @@ pub fn run(args: &Args) -> Result<()> {
     } else {
         bail!("failed: {}", failed.join(", "))
     }
+}
+
+fn venv_path(python: &std::path::Path) -> std::ffi::OsString {
+    let mut dirs: Vec<std::path::PathBuf> = python
+        .parent()
+        .map(std::path::Path::to_path_buf)
+        .into_iter()
+        .collect();
+    if let Some(path) = std::env::var_os("PATH") {
+        dirs.extend(std::env::split_paths(&path));
+    }
+    std::env::join_paths(dirs).unwrap_or_default()
 }
