@@ -45,6 +45,19 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error(
+        "{} has been locked by another process for {seconds}s; wait for the other npu-scan or npu-progress to finish and retry",
+        path.display()
+    )]
+    Locked { path: PathBuf, seconds: u64 },
+    /// The JSON is well-formed and of the right shape, but its content breaks a rule of the format.
+    #[error("{}:{line}:{column}: invalid issues.json: {message}", path.display())]
+    Validation {
+        path: PathBuf,
+        line: usize,
+        column: usize,
+        message: String,
+    },
     #[error("{0}")]
     Invalid(String),
 }

@@ -10,12 +10,13 @@ pub mod ids;
 pub mod merge;
 pub mod schema;
 pub mod store;
+mod validate;
 
 pub use error::{Error, Result};
 pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
-pub use store::{load, parse, save, to_json, update};
+pub use store::{load, lock_path, parse, save, to_json, update};
 
 /// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.
 pub fn now_rfc3339() -> String {

@@ -2,13 +2,20 @@
 //!
 //! Every write goes to a temporary file in the same directory and is renamed over the target,
 //! under an exclusive advisory lock on a sibling `<name>.lock` file, so two processes updating
-//! different issues both land and a reader never sees half a file.
+//! different issues both land and a reader never sees half a file. A file that does not load
+//! cleanly is never written over.
 
 use crate::error::{Error, Result};
-use crate::schema::{IssuesFile, SCHEMA_VERSION, Summary};
+use crate::schema::{Issue, IssuesFile, SCHEMA_VERSION, Summary, Tool, Unparsed};
+use crate::validate::validate;
+use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long to wait for another process to release the lock before giving up.
+const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Read and validate an `issues.json`.
 pub fn load(path: &Path) -> Result<IssuesFile> {
@@ -21,53 +28,88 @@ pub fn load(path: &Path) -> Result<IssuesFile> {
 
 /// Parse and validate the bytes of an `issues.json`; `path` is only used in errors.
 pub fn parse(path: &Path, bytes: &[u8]) -> Result<IssuesFile> {
+    // Editors on some systems add a byte order mark; it is not part of the JSON.
+    let bytes = bytes.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(bytes);
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(Error::Empty {
             path: path.to_owned(),
         });
     }
-    // Look at the envelope first, so a file that is not ours or from a newer version gets
-    // that error rather than a confusing field error.
-    let value: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| Error::Json {
+    let file: IssuesFile = match serde_json::from_slice(bytes) {
+        Ok(file) => file,
+        Err(error) => return Err(explain(path, bytes, &error)),
+    };
+    if file.schema_version != SCHEMA_VERSION {
+        return Err(Error::SchemaVersion {
+            path: path.to_owned(),
+            found: file.schema_version.to_string(),
+        });
+    }
+    validate(path, bytes, &file)?;
+    Ok(file)
+}
+
+/// Turn a failed typed parse into the most useful error: a file that is not ours or is from
+/// another schema version says so rather than naming a field it happens to lack.
+fn explain(path: &Path, bytes: &[u8], typed: &serde_json::Error) -> Error {
+    let json_error = |e: &serde_json::Error| Error::Json {
         path: path.to_owned(),
         line: e.line(),
         column: e.column(),
         message: e.to_string(),
-    })?;
+    };
+    let value: serde_json::Value = match serde_json::from_slice(bytes) {
+        Ok(value) => value,
+        Err(syntax) => return json_error(&syntax),
+    };
+    let foreign = |why: &str| Error::Foreign {
+        path: path.to_owned(),
+        why: why.to_owned(),
+    };
     let Some(object) = value.as_object() else {
-        return Err(Error::Foreign {
-            path: path.to_owned(),
-            why: "the top level is not a JSON object".to_owned(),
-        });
+        return foreign("the top level is not a JSON object");
     };
     match object.get("schema_version") {
-        None => {
-            return Err(Error::Foreign {
-                path: path.to_owned(),
-                why: "it has no `schema_version` field".to_owned(),
-            });
-        }
+        None => return foreign("it has no `schema_version` field"),
         Some(v) if v.as_u64() != Some(u64::from(SCHEMA_VERSION)) => {
-            return Err(Error::SchemaVersion {
+            return Error::SchemaVersion {
                 path: path.to_owned(),
                 found: v.to_string(),
-            });
+            };
         }
         Some(_) => {}
     }
-    serde_json::from_slice(bytes).map_err(|e| Error::Json {
-        path: path.to_owned(),
-        line: e.line(),
-        column: e.column(),
-        message: e.to_string(),
-    })
+    if !object.contains_key("issues") || !object.contains_key("tool") {
+        return foreign("it has no `tool` or no `issues` field");
+    }
+    json_error(typed)
+}
+
+/// The serialized form, borrowing the data so saving a large file does not copy it.
+/// Field order matches [`IssuesFile`].
+#[derive(Serialize)]
+struct Out<'a> {
+    schema_version: u32,
+    tool: &'a Tool,
+    root: &'a str,
+    scanned_at: &'a str,
+    summary: Summary,
+    issues: &'a [Issue],
+    unparsed: &'a [Unparsed],
 }
 
 /// Serialize with a recomputed summary, pretty-printed, with a trailing newline.
 pub fn to_json(file: &IssuesFile) -> String {
-    let mut file = file.clone();
-    file.summary = Summary::of(&file.issues);
-    let mut text = serde_json::to_string_pretty(&file).unwrap_or_else(|e| {
+    let out = Out {
+        schema_version: file.schema_version,
+        tool: &file.tool,
+        root: &file.root,
+        scanned_at: &file.scanned_at,
+        summary: Summary::of(&file.issues),
+        issues: &file.issues,
+        unparsed: &file.unparsed,
+    };
+    let mut text = serde_json::to_string_pretty(&out).unwrap_or_else(|e| {
         // Our types serialize infallibly: only maps with non-string keys can fail, and we have none.
         unreachable!("issues.json serialization failed: {e}")
     });
@@ -75,21 +117,28 @@ pub fn to_json(file: &IssuesFile) -> String {
     text
 }
 
-/// Hold the lock, then write `file` to `path` atomically.
+/// Hold the lock, then write `file` to `path` atomically (replacing whatever is there).
 pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
-    let _lock = Lock::acquire(path)?;
-    write_atomic(path, to_json(file).as_bytes())
+    let path = resolve(path);
+    let _lock = Lock::acquire(&path)?;
+    write_atomic(&path, to_json(file).as_bytes())
 }
 
 /// Locked read-modify-write: load `path` (or `None` if it does not exist), let `change` edit it,
 /// and write the result atomically. `change` returns `Ok(None)` to write nothing.
+///
+/// An existing file that does not load (corrupt, foreign, another schema version) is an error
+/// before `change` runs, so it is never written over. If the file changes on disk while `change`
+/// runs (edited by a program that does not take the lock), nothing is written.
 pub fn update<T>(
     path: &Path,
     change: impl FnOnce(Option<IssuesFile>) -> Result<(Option<IssuesFile>, T)>,
 ) -> Result<T> {
+    let path = resolve(path);
+    let path = path.as_path();
     let _lock = Lock::acquire(path)?;
-    let current = match fs::read(path) {
-        Ok(bytes) => Some((parse(path, &bytes)?, bytes)),
+    let original = match fs::read(path) {
+        Ok(bytes) => Some(bytes),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
         Err(source) => {
             return Err(Error::Read {
@@ -98,33 +147,55 @@ pub fn update<T>(
             });
         }
     };
-    let (original_bytes, loaded) = match current {
-        Some((file, bytes)) => (Some(bytes), Some(file)),
-        None => (None, None),
-    };
+    let loaded = original
+        .as_deref()
+        .map(|bytes| parse(path, bytes))
+        .transpose()?;
     let (new, value) = change(loaded)?;
     if let Some(new) = new {
+        let text = to_json(&new);
         // Someone may have edited the file without taking our lock (an editor, `sed`):
         // never overwrite what we did not read.
-        let now_bytes = fs::read(path).ok();
-        if now_bytes != original_bytes {
+        let now = match fs::read(path) {
+            Ok(bytes) => Some(bytes),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+            Err(source) => {
+                return Err(Error::Read {
+                    path: path.to_owned(),
+                    source,
+                });
+            }
+        };
+        if now != original {
             return Err(Error::ChangedConcurrently {
                 path: path.to_owned(),
             });
         }
-        write_atomic(path, to_json(&new).as_bytes())?;
+        write_atomic(path, text.as_bytes())?;
     }
     Ok(value)
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
-    if let Ok(meta) = fs::metadata(path)
-        && meta.permissions().readonly()
-    {
-        return Err(Error::ReadOnly {
-            path: path.to_owned(),
-        });
+/// Write through a symbolic link to its target, so the link survives.
+fn resolve(path: &Path) -> PathBuf {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => {
+            fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
+        }
+        _ => path.to_owned(),
     }
+}
+
+fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+    let permissions = match fs::metadata(path) {
+        Ok(meta) if meta.permissions().readonly() => {
+            return Err(Error::ReadOnly {
+                path: path.to_owned(),
+            });
+        }
+        Ok(meta) => Some(meta.permissions()),
+        Err(_) => None,
+    };
     let dir = parent_dir(path);
     let write_err = |source| Error::Write {
         path: path.to_owned(),
@@ -136,8 +207,18 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         .tempfile_in(&dir)
         .map_err(write_err)?;
     tmp.write_all(bytes).map_err(write_err)?;
+    if let Some(permissions) = permissions {
+        // Keep the file's mode: the temporary file is created owner-only.
+        tmp.as_file()
+            .set_permissions(permissions)
+            .map_err(write_err)?;
+    }
     tmp.as_file().sync_all().map_err(write_err)?;
     tmp.persist(path).map_err(|e| write_err(e.error))?;
+    // Make the rename itself durable; a failure here loses nothing already written.
+    if let Ok(dir) = File::open(&dir) {
+        let _ = dir.sync_all();
+    }
     Ok(())
 }
 
@@ -148,16 +229,21 @@ fn parent_dir(path: &Path) -> PathBuf {
     }
 }
 
-/// An exclusive advisory lock on `<path>.lock`, released on drop.
+/// The lock file that guards `path`: `<name>.lock` next to it.
+pub fn lock_path(path: &Path) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_owned();
+    name.push(".lock");
+    parent_dir(path).join(name)
+}
+
+/// An exclusive advisory lock on `<path>.lock`, released on drop (also when the process dies).
 struct Lock {
     _file: File,
 }
 
 impl Lock {
     fn acquire(path: &Path) -> Result<Lock> {
-        let mut name = path.file_name().unwrap_or_default().to_owned();
-        name.push(".lock");
-        let lock_path = parent_dir(path).join(name);
+        let lock_path = lock_path(path);
         let file = OpenOptions::new()
             .create(true)
             .truncate(false)
@@ -167,10 +253,28 @@ impl Lock {
                 path: lock_path.clone(),
                 source,
             })?;
-        file.lock().map_err(|source| Error::Lock {
-            path: lock_path,
-            source,
-        })?;
-        Ok(Lock { _file: file })
+        let started = Instant::now();
+        let mut pause = Duration::from_millis(1);
+        loop {
+            match file.try_lock() {
+                Ok(()) => return Ok(Lock { _file: file }),
+                Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_TIMEOUT => {
+                    std::thread::sleep(pause);
+                    pause = (pause * 2).min(Duration::from_millis(50));
+                }
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    return Err(Error::Locked {
+                        path: lock_path,
+                        seconds: LOCK_TIMEOUT.as_secs(),
+                    });
+                }
+                Err(std::fs::TryLockError::Error(source)) => {
+                    return Err(Error::Lock {
+                        path: lock_path,
+                        source,
+                    });
+                }
+            }
+        }
     }
 }
