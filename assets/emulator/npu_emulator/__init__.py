@@ -1,0 +1,32 @@
+"""An emulated Ascend ``npu`` device for CPU-only PyTorch (torch >= 2.10).
+
+``install()`` renames torch's PrivateUse1 backend to ``npu`` and registers a ``torch.npu`` module, so that
+``torch.device("npu:0")``, ``tensor.to("npu")``, ``model.to("npu")`` and ``torch.randn(..., device="npu")``
+work on a machine without an NPU. Device tensors are wrapper tensors holding a CPU tensor; every aten op on them
+runs on CPU after the emulated restrictions of a real NPU were checked. Each emulated failure raises
+:class:`EmulatedNPUError` whose message says it is emulated and names the source of the rule.
+
+Plain CPU code pays nothing: nothing is installed at import time, and after ``install()`` only tensors on the
+``npu`` device take the emulated path.
+"""
+
+from __future__ import annotations
+
+from npu_emulator._errors import EmulatedNPUError
+from npu_emulator._rules import (
+    RESTRICTIONS,
+    enabled_restrictions,
+    restrictions,
+    set_restriction,
+)
+from npu_emulator._install import install, is_installed
+
+__all__ = [
+    "RESTRICTIONS",
+    "EmulatedNPUError",
+    "enabled_restrictions",
+    "install",
+    "is_installed",
+    "restrictions",
+    "set_restriction",
+]

@@ -1,0 +1,332 @@
+"""The ``torch.npu`` module surface of the emulated device (the real one comes from ``torch_npu``).
+
+Memory statistics, streams and events exist so that training code runs; they do not model device memory or
+asynchrony (the emulator runs every op synchronously on CPU).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import types
+from typing import Any
+
+import torch
+
+from npu_emulator._checks import DEVICE_GENERATOR
+from npu_emulator._errors import EmulatedNPUError, emulated_message
+
+DEVICE_NAME = "Ascend910B (emulated npu)"
+
+npu = types.ModuleType("torch.npu", "The emulated torch.npu module (see npu_emulator).")
+amp = types.ModuleType("torch.npu.amp", "Automatic mixed precision for the emulated npu device.")
+config = types.ModuleType("torch.npu.config", "torch_npu runtime switches (stored; no effect on the emulator).")
+config.allow_internal_format = False  # type: ignore[attr-defined]
+
+_compile_mode = {"jit_compile": True}
+
+
+def _index(device: Any = None) -> int:
+    if device is None:
+        return 0
+    if isinstance(device, int):
+        index = device
+    else:
+        parsed = torch.device(device)
+        if parsed.type != "npu":
+            msg = emulated_message(
+                f"Expected an npu device, got {parsed}", "torch.npu device argument", "torch.npu API"
+            )
+            raise EmulatedNPUError(msg)
+        index = 0 if parsed.index is None else parsed.index
+    if index != 0:
+        detail = f"device index {index} requested; the emulated device has only npu:0"
+        raise EmulatedNPUError(emulated_message(f"Invalid device id {index}", detail, "the emulator (one device)"))
+    return index
+
+
+def is_available() -> bool:
+    return True
+
+
+def is_initialized() -> bool:
+    return True
+
+
+def init() -> None:
+    """Nothing to initialise on the emulated device."""
+
+
+def _lazy_init() -> None:
+    """Nothing to initialise on the emulated device."""
+
+
+def _is_in_bad_fork() -> bool:
+    return False
+
+
+def device_count() -> int:
+    return 1
+
+
+def current_device() -> int:
+    return 0
+
+
+def set_device(device: Any) -> None:
+    _index(device)
+
+
+def synchronize(device: Any = None) -> None:
+    _index(device)
+
+
+def empty_cache() -> None:
+    """The emulated device has no caching allocator."""
+
+
+def manual_seed(seed: int) -> None:
+    DEVICE_GENERATOR.manual_seed(int(seed))
+
+
+def manual_seed_all(seed: int) -> None:
+    DEVICE_GENERATOR.manual_seed(int(seed))
+
+
+def seed() -> None:
+    DEVICE_GENERATOR.seed()
+
+
+def seed_all() -> None:
+    DEVICE_GENERATOR.seed()
+
+
+def initial_seed() -> int:
+    return DEVICE_GENERATOR.initial_seed()
+
+
+def get_rng_state(device: Any = "npu") -> torch.Tensor:
+    _index(device)
+    return DEVICE_GENERATOR.get_state()
+
+
+def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
+    _index(device)
+    DEVICE_GENERATOR.set_state(new_state.cpu())
+
+
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [DEVICE_GENERATOR.get_state()]
+
+
+def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
+    DEVICE_GENERATOR.set_state(new_states[0].cpu())
+
+
+def is_bf16_supported(including_emulation: bool = True) -> bool:
+    del including_emulation
+    return True
+
+
+def get_device_name(device: Any = None) -> str:
+    _index(device)
+    return DEVICE_NAME
+
+
+def _host_memory() -> int:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 0
+
+
+def get_device_properties(device: Any = None) -> types.SimpleNamespace:
+    _index(device)
+    return types.SimpleNamespace(name=DEVICE_NAME, total_memory=_host_memory(), multi_processor_count=1)
+
+
+def get_device_capability(device: Any = None) -> None:
+    """None, as on a real NPU (NPU-FACTS.md, "torch_npu basics")."""
+    _index(device)
+
+
+def mem_get_info(device: Any = None) -> tuple[int, int]:
+    _index(device)
+    total = _host_memory()
+    return total, total
+
+
+def _zero(device: Any = None) -> int:
+    _index(device)
+    return 0
+
+
+
+
+def reset_peak_memory_stats(device: Any = None) -> None:
+    _index(device)
+
+
+
+def get_amp_supported_dtype() -> list[torch.dtype]:
+    return [torch.float16, torch.bfloat16]
+
+
+def is_autocast_enabled() -> bool:
+    return torch.is_autocast_enabled("npu")
+
+
+def get_autocast_dtype() -> torch.dtype:
+    return torch.get_autocast_dtype("npu")
+
+
+def set_compile_mode(jit_compile: bool = True) -> None:
+    """Stored only: the emulator has no graph compiler (NPU-FACTS.md, "Performance environment")."""
+    _compile_mode["jit_compile"] = bool(jit_compile)
+
+
+def is_jit_compile_false() -> bool:
+    return not _compile_mode["jit_compile"]
+
+
+class device:  # noqa: N801 - mirrors torch.cuda.device
+    """Context manager selecting a device; only ``npu:0`` exists."""
+
+    def __init__(self, device: Any) -> None:
+        self.idx = _index(device)
+
+    def __enter__(self) -> device:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+class Stream:
+    """A stream on the emulated device: every op already ran when it returns."""
+
+    def __init__(self, device: Any = None, priority: int = 0) -> None:
+        del priority
+        self.device_index = _index(device)
+
+    @property
+    def device(self) -> torch.device:
+        return torch.device("npu", self.device_index)
+
+    def synchronize(self) -> None:
+        """Ops run synchronously on the emulated device."""
+
+    def wait_stream(self, stream: Stream) -> None:
+        del stream
+
+    def wait_event(self, event: Event) -> None:
+        del event
+
+    def query(self) -> bool:
+        return True
+
+    def __enter__(self) -> Stream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_DEFAULT_STREAM = Stream()
+
+
+def current_stream(device: Any = None) -> Stream:
+    _index(device)
+    return _DEFAULT_STREAM
+
+
+def default_stream(device: Any = None) -> Stream:
+    _index(device)
+    return _DEFAULT_STREAM
+
+
+def stream(stream: Stream | None = None) -> Stream:
+    return stream if stream is not None else _DEFAULT_STREAM
+
+
+class Event:
+    """An event recording host time (ops are synchronous on the emulated device)."""
+
+    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
+        del blocking, interprocess
+        self.enable_timing = enable_timing
+        self._time: float | None = None
+
+    def record(self, stream: Stream | None = None) -> None:
+        del stream
+        self._time = time.perf_counter()
+
+    def synchronize(self) -> None:
+        """Nothing is pending on the emulated device."""
+
+    def wait(self, stream: Stream | None = None) -> None:
+        del stream
+
+    def query(self) -> bool:
+        return True
+
+    def elapsed_time(self, end_event: Event) -> float:
+        if self._time is None or end_event._time is None:
+            msg = emulated_message(
+                "Both events must be recorded before calculating elapsed time.",
+                "Event.elapsed_time",
+                "torch.cuda.Event semantics",
+            )
+            raise EmulatedNPUError(msg)
+        return (end_event._time - self._time) * 1000.0
+
+
+class autocast(torch.amp.autocast):  # noqa: N801 - mirrors torch.cuda.amp.autocast
+    """``torch.npu.amp.autocast``: ``torch.autocast("npu", ...)``."""
+
+    def __init__(
+        self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True
+    ) -> None:
+        super().__init__("npu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
+
+
+class GradScaler(torch.amp.GradScaler):
+    """``torch.npu.amp.GradScaler``: ``torch.amp.GradScaler("npu", ...)``."""
+
+    def __init__(
+        self,
+        init_scale: float = 2.0**16,
+        growth_factor: float = 2.0,
+        backoff_factor: float = 0.5,
+        growth_interval: int = 2000,
+        enabled: bool = True,
+    ) -> None:
+        super().__init__("npu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+amp.autocast = autocast  # type: ignore[attr-defined]
+amp.GradScaler = GradScaler  # type: ignore[attr-defined]
+
+_PUBLIC = (
+    is_available, is_initialized, init, _lazy_init, _is_in_bad_fork, device_count, current_device, set_device,
+    synchronize, empty_cache, manual_seed, manual_seed_all, seed, seed_all, initial_seed, get_rng_state,
+    set_rng_state, get_rng_state_all, set_rng_state_all, is_bf16_supported, get_device_name,
+    get_device_properties, get_device_capability, mem_get_info,
+    reset_peak_memory_stats, get_amp_supported_dtype, is_autocast_enabled, get_autocast_dtype, set_compile_mode,
+    is_jit_compile_false, device, Stream, Event, current_stream, default_stream, stream,
+)  # fmt: skip
+for _item in _PUBLIC:
+    setattr(npu, _item.__name__, _item)
+for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+    setattr(npu, _name, _zero)
+npu.reset_max_memory_allocated = reset_peak_memory_stats  # type: ignore[attr-defined]
+npu.amp = amp  # type: ignore[attr-defined]
+npu.config = config  # type: ignore[attr-defined]
+
+
+def register_modules() -> None:
+    """Make ``import torch.npu`` / ``from torch.npu.amp import autocast`` work."""
+    sys.modules["torch.npu"] = npu
+    sys.modules["torch.npu.amp"] = amp
+    sys.modules["torch.npu.config"] = config

@@ -1,0 +1,104 @@
+"""Registering the emulated ``npu`` backend with torch (once per process)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from npu_emulator import _amp, _backend, _checks, _tensor
+from npu_emulator._errors import EmulatedNPUError, emulated_message
+from npu_emulator._tensor import NPUTensor
+
+_state: dict[str, Any] = {"installed": False, "libs": ()}
+
+
+def is_installed() -> bool:
+    """True once :func:`install` registered the emulated ``npu`` device in this process."""
+    return bool(_state["installed"])
+
+
+def _empty_memory_format(
+    size: list[int],
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+    memory_format: torch.memory_format | None = None,
+) -> torch.Tensor:
+    del layout, pin_memory
+    if device is not None:
+        _checks.check_device_index(torch.device(device), "aten.empty.memory_format")
+    return NPUTensor(torch.empty(size, dtype=dtype, memory_format=memory_format))
+
+
+def _empty_strided(
+    size: list[int],
+    stride: list[int],
+    dtype: torch.dtype | None = None,
+    layout: torch.layout | None = None,
+    device: torch.device | None = None,
+    pin_memory: bool | None = None,
+) -> torch.Tensor:
+    del layout, pin_memory
+    if device is not None:
+        _checks.check_device_index(torch.device(device), "aten.empty_strided")
+    return NPUTensor(torch.empty_strided(size, stride, dtype=dtype))
+
+
+def _indices_factory(op: Any) -> Any:
+    def kernel(row: int, col: int, offset: int = 0, **kwargs: Any) -> torch.Tensor:
+        kwargs["device"] = torch.device("cpu")
+        return NPUTensor(op(row, col, offset, **kwargs))
+
+    return kernel
+
+
+def _sdpa(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attn_mask: torch.Tensor | None = None,
+    dropout_p: float = 0.0,
+    is_causal: bool = False,
+    scale: float | None = None,
+    enable_gqa: bool = False,
+) -> torch.Tensor:
+    _checks.sdpa_mask(query, key, attn_mask)
+    out = torch.ops.aten._scaled_dot_product_attention_math(
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+    )
+    return out[0]
+
+
+def install() -> None:
+    """Register the emulated ``npu`` device type and the ``torch.npu`` module (idempotent).
+
+    Raises :class:`EmulatedNPUError` when torch is too old for Python backends or when another backend already
+    owns PrivateUse1 (e.g. the real ``torch_npu`` was imported).
+    """
+    if _state["installed"]:
+        return
+    setup = getattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend", None)
+    if setup is None:
+        detail = f"torch {torch.__version__} lacks Python PrivateUse1 backends"
+        raise EmulatedNPUError(emulated_message("cannot install", detail, "the emulator needs torch >= 2.10"))
+    owner = torch._C._get_privateuse1_backend_name()
+    if owner != "privateuseone":
+        detail = f"PrivateUse1 is already registered as {owner!r} (the real torch_npu, or another backend)"
+        raise EmulatedNPUError(emulated_message("cannot install", detail, "torch allows one rename per process"))
+
+    setup(rename="npu", backend_module=_backend.npu)
+    _tensor.DEVICE = torch.device("npu", 0)
+    _backend.register_modules()
+
+    lib = torch.library.Library("aten", "IMPL")
+    lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
+    lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+    lib.impl("tril_indices", _indices_factory(torch.ops.aten.tril_indices.default), "PrivateUse1")
+    lib.impl("triu_indices", _indices_factory(torch.ops.aten.triu_indices.default), "PrivateUse1")
+    lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
+    global_lib = torch.library.Library("_", "IMPL")
+    _amp.register(lib, global_lib)
+    _state["libs"] = (lib, global_lib)
+    _state["installed"] = True

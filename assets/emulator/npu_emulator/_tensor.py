@@ -1,0 +1,244 @@
+"""The device tensor of the emulated ``npu`` backend.
+
+An :class:`NPUTensor` is a wrapper tensor whose metadata says ``npu:0`` and which holds a CPU tensor (``elem``).
+Every aten op that reaches it goes through :meth:`NPUTensor.__torch_dispatch__`: the arguments are unwrapped, the
+restrictions of :mod:`npu_emulator._rules` are checked, the op runs on CPU and tensor results are wrapped again.
+In-place and ``out=`` ops return the original wrapper, so aliasing and identity behave as on a real device.
+"""
+
+from __future__ import annotations
+
+import collections
+import copy
+from typing import Any
+
+import torch
+
+from npu_emulator import _checks
+from npu_emulator._errors import EmulatedNPUError, emulated_message
+from npu_emulator._rules import ENABLED
+
+aten = torch.ops.aten
+
+# Set by install(): the device type "npu" exists only after PrivateUse1 was renamed.
+DEVICE = torch.device("cpu")
+
+_ORIGINAL_NUMPY = torch.Tensor.numpy
+_NUMPY_MESSAGE = (
+    "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+)
+
+# Ops whose job is to move data between devices: they may mix npu and CPU tensors of any shape.
+_CROSS_DEVICE_OK = frozenset(
+    {
+        aten.copy_,
+        aten._to_copy,
+        aten._copy_from,
+        aten._copy_from_and_resize,
+    }
+)
+_INDEX_OPS = frozenset(
+    {
+        aten.index,
+        aten.index_put,
+        aten.index_put_,
+        aten._index_put_impl_,
+        aten._unsafe_index,
+        aten._unsafe_index_put,
+    }
+)
+
+
+class NPUTensor(torch.Tensor):
+    """A tensor on the emulated ``npu:0`` device, backed by the CPU tensor ``elem``."""
+
+    elem: torch.Tensor
+
+    @staticmethod
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False) -> NPUTensor:
+        if isinstance(elem, NPUTensor):
+            elem = elem.elem
+        wrapper = torch.Tensor._make_wrapper_subclass(
+            cls,
+            elem.size(),
+            strides=elem.stride(),
+            storage_offset=elem.storage_offset(),
+            dtype=elem.dtype,
+            layout=elem.layout,
+            device=DEVICE,
+            requires_grad=requires_grad,
+        )
+        wrapper.elem = elem
+        return wrapper
+
+    # No per-call __torch_function__ work: only aten dispatch is intercepted.
+    __torch_function__ = torch._C._disabled_torch_function_impl
+
+    # -- traceable-wrapper-subclass protocol: Module._apply swaps tensors in place (Parameter identity kept) --
+    def __tensor_flatten__(self) -> tuple[list[str], None]:
+        return ["elem"], None
+
+    @staticmethod
+    def __tensor_unflatten__(
+        inner: dict[str, torch.Tensor], meta: object, outer_size: object, outer_stride: object
+    ) -> NPUTensor:
+        del meta, outer_size, outer_stride
+        return NPUTensor(inner["elem"])
+
+    def __repr__(self, *, tensor_contents: object = None) -> str:
+        del tensor_contents
+        text = repr(self.elem)
+        if text.endswith(")"):
+            text = text[:-1] + ", device='npu:0')"
+        return text
+
+    # -- methods that torch refuses for every tensor subclass; give them their device semantics --
+    def numpy(self, *, force: bool = False) -> Any:
+        """Fail like a real device tensor, unless ``torch.Tensor.numpy`` was replaced (a runtime patch)."""
+        current = torch.Tensor.numpy
+        if current is not _ORIGINAL_NUMPY:
+            return current(self, force=force)
+        if force:
+            return self.elem.detach().numpy()
+        if not ENABLED["numpy"]:
+            return self.elem.detach().numpy()
+        raise _checks.numpy_error(_NUMPY_MESSAGE)
+
+    @property
+    def data(self) -> torch.Tensor:
+        return torch._C.TensorBase.data.__get__(self)
+
+    @data.setter
+    def data(self, value: torch.Tensor) -> None:
+        if not isinstance(value, NPUTensor):
+            detail = f"assigning a {value.device} tensor to .data of an npu tensor"
+            msg = emulated_message(
+                "not supported by the emulator", detail, "the emulator keeps npu tensors on the npu device"
+            )
+            raise EmulatedNPUError(msg)
+        torch._C.TensorBase.data.__set__(self, value)
+        self.elem = value.elem
+
+    def tolist(self) -> Any:
+        return self.elem.tolist()
+
+    def data_ptr(self) -> int:
+        return self.elem.data_ptr()
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> NPUTensor:
+        if id(self) in memo:
+            return memo[id(self)]
+        if not self.is_leaf:
+            msg = (
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
+                "the moment."
+            )
+            raise RuntimeError(msg)
+        with torch.no_grad():
+            new = NPUTensor(self.elem.clone(), requires_grad=self.requires_grad)
+        memo[id(self)] = new
+        if self.grad is not None:
+            new.grad = copy.deepcopy(self.grad, memo)
+        for key, value in self.__dict__.items():
+            setattr(new, key, copy.deepcopy(value, memo))
+        return new
+
+    def __reduce_ex__(self, proto: int) -> Any:
+        # Saved as plain CPU tensors: checkpoints written under the emulator load anywhere (also with
+        # torch.load(weights_only=True)); load_state_dict copies them back onto the device.
+        data = self.elem.detach()
+        if getattr(self, "_is_param", False):
+            return torch._utils._rebuild_parameter, (data, self.requires_grad, collections.OrderedDict())
+        if self.requires_grad:
+            data = data.clone().requires_grad_(True)
+        return data.__reduce_ex__(proto)
+
+    @classmethod
+    def __torch_dispatch__(
+        cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
+    ) -> Any:
+        del types
+        packet = func.overloadpacket
+        originals: dict[int, Any] = {}
+        cpu_dense: list[torch.Tensor] = []
+        npu_dtypes: list[torch.dtype] = []
+
+        def unwrap(value: Any) -> Any:
+            if isinstance(value, NPUTensor):
+                elem = value.elem
+                originals[id(elem)] = value
+                npu_dtypes.append(elem.dtype)
+                return elem
+            if isinstance(value, torch.Tensor):
+                originals[id(value)] = value
+                if value.dim() != 0 and value.device.type == "cpu":
+                    cpu_dense.append(value)
+                return value
+            if isinstance(value, (list, tuple)) and value:
+                return type(value)(unwrap(item) for item in value)
+            return value
+
+        new_args = [unwrap(a) for a in args]
+        new_kwargs: dict[str, Any] = {}
+        to_device = True
+        if kwargs:
+            for key, value in kwargs.items():
+                if key == "device" and value is not None:
+                    if torch.device(value).type == "npu":
+                        _checks.check_device_index(torch.device(value), func)
+                        value = torch.device("cpu")
+                    else:
+                        to_device = False
+                new_kwargs[key] = unwrap(value)
+
+        if cpu_dense and npu_dtypes and packet not in _CROSS_DEVICE_OK:
+            if packet in _INDEX_OPS:
+                _checks.index_device(func, args)
+            else:
+                _checks.device_mismatch(func)
+        rule = _checks.OP_RULES.get(packet)
+        if rule is not None:
+            rule(func, new_args, new_kwargs, npu_dtypes)
+
+        if packet in _checks.RANDOM_OPS and new_kwargs.get("generator") is None:
+            out = _checks.run_random(func, new_args, new_kwargs)
+        else:
+            out = func(*new_args, **new_kwargs)
+        return _wrap(out, originals, to_device)
+
+
+def _wrap(out: Any, originals: dict[int, Any], to_device: bool) -> Any:
+    if isinstance(out, torch.Tensor):
+        original = originals.get(id(out))
+        if original is not None:
+            if isinstance(original, NPUTensor):
+                _resync(original)
+            return original
+        if not to_device:
+            return out
+        return NPUTensor(out)
+    if isinstance(out, (list, tuple)):
+        return type(out)(_wrap(item, originals, to_device) for item in out)
+    return out
+
+
+def _resync(wrapper: NPUTensor) -> None:
+    """Make the wrapper's sizes/strides follow its backing tensor after a write-alias op (resize_, t_, out=)."""
+    elem = wrapper.elem
+    if (
+        wrapper.shape == elem.shape
+        and wrapper.stride() == elem.stride()
+        and wrapper.storage_offset() == elem.storage_offset()
+    ):
+        return
+    replacement = NPUTensor(elem)
+    with torch.no_grad():
+        torch._C.TensorBase.data.__set__(wrapper, replacement)
+    wrapper.elem = elem
+
+
+def to_npu(tensor: torch.Tensor) -> NPUTensor:
+    """Copy a CPU tensor onto the emulated device (keeps ``requires_grad`` as a leaf)."""
+    if isinstance(tensor, NPUTensor):
+        return tensor
+    return NPUTensor(tensor.detach().clone(), requires_grad=tensor.requires_grad)

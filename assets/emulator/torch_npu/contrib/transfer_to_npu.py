@@ -1,0 +1,123 @@
+"""``from torch_npu.contrib import transfer_to_npu``: remap CUDA to the npu device for the rest of the process.
+
+What it remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
+``Tensor.to`` / ``Module.to`` (including an int device), ``.cuda()`` -> ``.npu()``, ``is_cuda`` -> ``is_npu``,
+the ``torch.cuda`` functions -> ``torch.npu`` (including ``amp``), ``nccl`` -> ``hccl`` in
+``torch.distributed.init_process_group``, and ``torch.jit.script`` becomes a no-op. Like the real module it does
+NOT fix string comparisons (``device.type == "cuda"``), ``torch.device(0)`` or other positional int devices
+outside ``.to()``. DDP/FSDP/DeviceMesh are not remapped by this stand-in. There is no undo: import it in the
+process that should run remapped.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed
+
+import torch_npu
+
+FACTORIES = (
+    "tensor", "as_tensor", "asarray", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
+    "arange", "range", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
+    "rand_like", "randn_like", "randint_like", "empty_strided", "tril_indices", "triu_indices", "normal",
+    "scalar_tensor", "sparse_coo_tensor", "sparse_csr_tensor", "bartlett_window", "blackman_window",
+    "hamming_window", "hann_window", "kaiser_window", "empty_permuted", "eye", "full_like", "poisson",
+)  # fmt: skip
+
+_CUDA_ATTRIBUTES = (
+    "is_available", "device_count", "current_device", "set_device", "synchronize", "empty_cache", "manual_seed",
+    "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "set_rng_state", "get_rng_state_all",
+    "set_rng_state_all", "is_bf16_supported", "get_device_name", "get_device_properties", "get_device_capability",
+    "mem_get_info", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+    "reset_peak_memory_stats", "reset_max_memory_allocated", "device", "Stream", "Event", "current_stream",
+    "default_stream", "stream", "amp", "is_initialized", "init",
+)  # fmt: skip
+
+
+def to_npu_device(device: Any, *, allow_int: bool = False) -> Any:
+    """Map a CUDA device spec ("cuda", "cuda:1", torch.device("cuda")) to the same npu device."""
+    if isinstance(device, str) and (device == "cuda" or device.startswith("cuda:")):
+        return "npu" + device[4:]
+    if isinstance(device, torch.device) and device.type == "cuda":
+        return torch.device("npu", device.index)
+    if allow_int and isinstance(device, int) and not isinstance(device, bool):
+        return torch.device("npu", device)
+    return device
+
+
+def _device_kwarg(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def remapped(*args: Any, **kwargs: Any) -> Any:
+        if "device" in kwargs:
+            kwargs["device"] = to_npu_device(kwargs["device"])
+        return function(*args, **kwargs)
+
+    remapped.__wrapped_by_transfer_to_npu__ = True  # type: ignore[attr-defined]
+    return remapped
+
+
+def _to_method(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def to(self: Any, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(to_npu_device(a, allow_int=True) for a in args)
+        if "device" in kwargs:
+            kwargs["device"] = to_npu_device(kwargs["device"], allow_int=True)
+        return method(self, *args, **kwargs)
+
+    return to
+
+
+def _tensor_cuda(self: torch.Tensor, device: Any = None, non_blocking: bool = False, **kwargs: Any) -> Any:
+    del kwargs
+    target = torch.device("npu", 0 if device is None else to_npu_device(device, allow_int=True).index or 0)
+    return self.to(target, non_blocking=non_blocking)
+
+
+def _module_cuda(self: torch.nn.Module, device: Any = None) -> torch.nn.Module:
+    index = 0 if device is None else to_npu_device(device, allow_int=True).index or 0
+    return self.to(torch.device("npu", index))
+
+
+def _init_process_group(function: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def init_process_group(*args: Any, **kwargs: Any) -> Any:
+        if args and isinstance(args[0], str):
+            args = (args[0].replace("nccl", "hccl"), *args[1:])
+        if isinstance(kwargs.get("backend"), str):
+            kwargs["backend"] = kwargs["backend"].replace("nccl", "hccl")
+        return function(*args, **kwargs)
+
+    return init_process_group
+
+
+def _script(obj: Any = None, *args: Any, **kwargs: Any) -> Any:
+    """``torch.jit.script`` under transfer_to_npu: returns its argument unchanged."""
+    del args, kwargs
+    return obj
+
+
+def _apply() -> None:
+    if getattr(torch, "_npu_transfer_applied", False):
+        return
+    for name in dict.fromkeys(FACTORIES):
+        function = getattr(torch, name, None)
+        if function is not None:
+            setattr(torch, name, _device_kwarg(function))
+    torch.Tensor.to = _to_method(torch.Tensor.to)  # type: ignore[method-assign]
+    torch.nn.Module.to = _to_method(torch.nn.Module.to)  # type: ignore[method-assign]
+    torch.Tensor.cuda = _tensor_cuda  # type: ignore[method-assign]
+    torch.nn.Module.cuda = _module_cuda  # type: ignore[method-assign]
+    torch.Tensor.is_cuda = property(lambda self: self.device.type == "npu")  # type: ignore[method-assign,assignment]
+    for name in _CUDA_ATTRIBUTES:
+        if hasattr(torch_npu.npu, name):
+            setattr(torch.cuda, name, getattr(torch_npu.npu, name))
+    torch.distributed.init_process_group = _init_process_group(torch.distributed.init_process_group)
+    torch.jit.script = _script  # type: ignore[assignment]
+    torch._npu_transfer_applied = True  # type: ignore[attr-defined]
+
+
+_apply()

@@ -1,0 +1,34 @@
+"""Shared pytest setup for the Python suite (run from the repo root: ``python -m pytest tests -q``).
+
+``assets/`` (runtime_patches.py) and ``assets/emulator/`` (npu_emulator, the stand-in torch_npu) go on
+``sys.path``. The emulated ``npu`` device is installed only when a test asks for the ``npu`` fixture, so plain CPU
+tests run on unmodified torch; once installed it stays for the rest of the process (torch allows one PrivateUse1
+rename per process).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+ASSETS = ROOT / "assets"
+EMULATOR = ASSETS / "emulator"
+
+for path in (EMULATOR, ASSETS):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
+
+# A missing torch is a failure of the whole run, never a skip.
+import torch  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def npu() -> torch.device:
+    """Install the emulated npu device (once per session) and return ``torch.device("npu:0")``."""
+    import npu_emulator
+
+    npu_emulator.install()
+    return torch.device("npu:0")
