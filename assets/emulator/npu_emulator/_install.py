@@ -54,6 +54,18 @@ def _indices_factory(op: Any) -> Any:
     return kernel
 
 
+# Ops that torch may call on device tensors with the Python dispatch key excluded (e.g. torch.tensor(...,
+# device="npu")): route them to the same handler as every other op.
+_BYPASSING_PYTHON_KEY = ("_copy_from", "_copy_from_and_resize", "copy_", "_to_copy", "_local_scalar_dense")
+
+
+def _via_dispatch(op: Any) -> Any:
+    def kernel(*args: Any, **kwargs: Any) -> Any:
+        return NPUTensor.__torch_dispatch__(op, (), args, kwargs)
+
+    return kernel
+
+
 def _sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -65,6 +77,10 @@ def _sdpa(
     enable_gqa: bool = False,
 ) -> torch.Tensor:
     _checks.sdpa_mask(query, key, attn_mask)
+    if attn_mask is not None and attn_mask.dtype is torch.bool:
+        # As SDPA's own entry point does before its math kernel: True = keep becomes 0, False becomes -inf.
+        float_mask = torch.zeros_like(attn_mask, dtype=query.dtype)
+        attn_mask = float_mask.masked_fill_(attn_mask.logical_not(), float("-inf"))
     out = torch.ops.aten._scaled_dot_product_attention_math(
         query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
     )
@@ -97,6 +113,8 @@ def install() -> None:
     lib.impl("empty_strided", _empty_strided, "PrivateUse1")
     lib.impl("tril_indices", _indices_factory(torch.ops.aten.tril_indices.default), "PrivateUse1")
     lib.impl("triu_indices", _indices_factory(torch.ops.aten.triu_indices.default), "PrivateUse1")
+    for name in _BYPASSING_PYTHON_KEY:
+        lib.impl(name, _via_dispatch(getattr(torch.ops.aten, name).default), "PrivateUse1")
     lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)

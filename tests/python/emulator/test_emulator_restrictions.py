@@ -1,0 +1,244 @@
+"""Each emulated NPU restriction fails where a real device would, names its source, and can be switched off."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import npu_emulator
+from npu_emulator import EmulatedNPUError
+
+
+
+def _assert_message(error: BaseException, real: str, source: str) -> None:
+    text = str(error)
+    assert real in text
+    assert "emulated npu" in text
+    assert source in text
+
+
+def test_restriction_groups_are_listed_and_validated() -> None:
+    assert set(npu_emulator.RESTRICTIONS) == {
+        "device_mismatch",
+        "index_device",
+        "numpy",
+        "float64",
+        "sdpa_mask",
+        "nan_to_num_half",
+        "pow_fractional",
+    }
+    assert npu_emulator.enabled_restrictions() == frozenset(npu_emulator.RESTRICTIONS)
+    with pytest.raises(ValueError, match="unknown restriction group"):
+        npu_emulator.set_restriction("nope", False)
+    with npu_emulator.restrictions(float64=False):
+        assert "float64" not in npu_emulator.enabled_restrictions()
+    assert "float64" in npu_emulator.enabled_restrictions()
+
+
+def test_device_mismatch(npu: torch.device) -> None:
+    x = torch.ones(3, device=npu)
+    with pytest.raises(EmulatedNPUError) as caught:
+        x + torch.ones(3)
+    _assert_message(
+        caught.value,
+        "Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!",
+        "same-device check",
+    )
+    with pytest.raises(RuntimeError, match="same device"):
+        torch.ones(3) * x
+    # CPU 0-dim tensors act as scalars, as on CUDA.
+    assert (x + torch.tensor(2.0)).tolist() == [3.0, 3.0, 3.0]
+    assert (x * 2).device == npu
+    with npu_emulator.restrictions(device_mismatch=False):
+        assert (x + torch.ones(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_index_with_cpu_indices(npu: torch.device) -> None:
+    x = torch.arange(6.0, device=npu)
+    idx = torch.tensor([0, 2])
+    with pytest.raises(EmulatedNPUError) as caught:
+        x[idx]
+    _assert_message(caught.value, "npu:0 and cpu", "SKILL-seed.md, TensorIndexDevice")
+    assert x[idx.to(npu)].tolist() == [0.0, 2.0]
+    assert x[1].item() == 1.0  # Python ints are fine
+    with npu_emulator.restrictions(index_device=False):
+        assert x[idx].tolist() == [0.0, 2.0]
+    with pytest.raises(EmulatedNPUError, match="same-device"):
+        torch.arange(6.0)[idx.to(npu)]
+
+
+def test_numpy_on_device_tensor(npu: torch.device) -> None:
+    x = torch.ones(2, device=npu)
+    with pytest.raises(TypeError) as caught:
+        x.numpy()
+    assert isinstance(caught.value, EmulatedNPUError)
+    _assert_message(
+        caught.value,
+        "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
+        "first.",
+        ".numpy() check",
+    )
+    with pytest.raises(TypeError, match="can't convert npu:0"):
+        import numpy as np
+
+        np.asarray(x)
+    assert x.cpu().numpy().tolist() == [1.0, 1.0]
+    with npu_emulator.restrictions(numpy=False):
+        assert x.numpy().tolist() == [1.0, 1.0]
+
+
+def test_numpy_defers_to_a_replaced_tensor_numpy(npu: torch.device, monkeypatch: pytest.MonkeyPatch) -> None:
+    original = torch.Tensor.numpy
+
+    def safe_numpy(self: torch.Tensor, *, force: bool = False) -> object:
+        return original(self.cpu() if self.device.type != "cpu" else self, force=force)
+
+    monkeypatch.setattr(torch.Tensor, "numpy", safe_numpy)
+    assert torch.ones(2, device=npu).numpy().tolist() == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    ("name", "call"),
+    [
+        ("exp", lambda t: t.exp()),
+        ("log", lambda t: t.abs().add(1).log()),
+        ("cumsum", lambda t: t.cumsum(0)),
+        ("mean", lambda t: t.mean()),
+        ("max", lambda t: t.max()),
+        ("min.dim", lambda t: t.min(dim=0)),
+        ("gather", lambda t: t.gather(0, torch.zeros(2, dtype=torch.long, device=t.device))),
+        ("index_select", lambda t: t.index_select(0, torch.zeros(2, dtype=torch.long, device=t.device))),
+        ("clamp", lambda t: t.clamp(0, 1)),
+        ("nan_to_num", torch.nan_to_num),
+        ("matmul", lambda t: t @ t),
+        ("multinomial", lambda t: t.abs().add(0.1).multinomial(1)),
+    ],
+)
+def test_float64_compute_fails_for_the_documented_ops(npu: torch.device, name: str, call: object) -> None:
+    x = torch.rand(4, device=npu).double()
+    assert x.dtype == torch.float64  # holding float64 data is allowed
+    with pytest.raises(EmulatedNPUError) as caught:
+        call(x)  # type: ignore[operator]
+    _assert_message(caught.value, "Unsupport data type: at::ScalarType::Double", "NPU-FACTS.md, 'dtypes'")
+    with npu_emulator.restrictions(float64=False):
+        result = call(x)  # type: ignore[operator]
+        assert result is not None, name
+    assert call(x.float()) is not None  # type: ignore[operator]
+
+
+def test_float64_allowed_for_ops_not_documented_missing(npu: torch.device) -> None:
+    x = torch.rand(4, device=npu).double()
+    assert (x + x).dtype == torch.float64
+    assert x.sin().dtype == torch.float64
+    with pytest.raises(EmulatedNPUError, match="Double"):
+        torch.ones(3, device=npu).mean(dtype=torch.float64)
+
+
+@pytest.mark.parametrize(
+    ("mask_shape", "ok"),
+    [
+        ((2, 1, 1, 5), False),
+        ((2, 3, 1, 5), False),
+        ((1, 1, 1, 5), False),
+        ((2, 3, 4, 5), True),
+        ((2, 1, 4, 5), True),
+        ((1, 1, 4, 5), True),
+        ((4, 5), True),
+    ],
+)
+def test_sdpa_broadcast_masks(npu: torch.device, mask_shape: tuple[int, ...], ok: bool) -> None:
+    torch.manual_seed(1)
+    q, k, v = torch.randn(2, 3, 4, 8), torch.randn(2, 3, 5, 8), torch.randn(2, 3, 5, 8)
+    mask = torch.rand(mask_shape) > 0.3
+    mask[..., 0] = True  # no fully masked rows
+    expected = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    args = (q.to(npu), k.to(npu), v.to(npu))
+    if ok:
+        got = F.scaled_dot_product_attention(*args, attn_mask=mask.to(npu))
+        assert torch.allclose(got.cpu(), expected, atol=1e-5)
+        return
+    with pytest.raises(EmulatedNPUError) as caught:
+        F.scaled_dot_product_attention(*args, attn_mask=mask.to(npu))
+    _assert_message(caught.value, "error code is 561103", "NPU-FACTS.md, 'Attention'")
+    assert str(list(mask_shape)) in str(caught.value)
+    # Expanding to an accepted layout is the fix.
+    full = mask.expand(2, 3, 4, 5)
+    got = F.scaled_dot_product_attention(*args, attn_mask=full.to(npu))
+    assert torch.allclose(got.cpu(), expected, atol=1e-5)
+    with npu_emulator.restrictions(sdpa_mask=False):
+        got = F.scaled_dot_product_attention(*args, attn_mask=mask.to(npu))
+        assert torch.allclose(got.cpu(), expected, atol=1e-5)
+
+
+def test_sdpa_early_bound_reference_is_checked_too(npu: torch.device) -> None:
+    from torch.nn.functional import scaled_dot_product_attention as early
+
+    q = torch.randn(1, 2, 3, 4, device=npu)
+    with pytest.raises(EmulatedNPUError, match="561103"):
+        early(q, q, q, attn_mask=torch.ones(1, 1, 1, 3, dtype=torch.bool, device=npu))
+
+
+def test_sdpa_backward_on_device(npu: torch.device) -> None:
+    q = torch.randn(1, 2, 3, 4, device=npu, requires_grad=True)
+    out = F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    out.sum().backward()
+    assert q.grad is not None
+    assert q.grad.device == npu
+    cpu_q = q.detach().cpu().requires_grad_(True)
+    F.scaled_dot_product_attention(cpu_q, cpu_q, cpu_q, is_causal=True).sum().backward()
+    assert torch.allclose(q.grad.cpu(), cpu_q.grad, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_nan_to_num_on_half_precision(npu: torch.device, dtype: torch.dtype) -> None:
+    x = torch.tensor([float("nan"), float("inf"), 1.0], dtype=dtype, device=npu)
+    with pytest.raises(EmulatedNPUError) as caught:
+        torch.nan_to_num(x)
+    _assert_message(caught.value, "nan_to_num", "SKILL-seed.md, NanToNumSafe")
+    with pytest.raises(EmulatedNPUError):
+        x.nan_to_num_()
+    assert torch.nan_to_num(x.float(), nan=0.0).tolist()[0] == 0.0
+    with npu_emulator.restrictions(nan_to_num_half=False):
+        assert torch.nan_to_num(x).dtype == dtype
+
+
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32, torch.float16, torch.bfloat16])
+def test_pow_fractional_exponent(npu: torch.device, dtype: torch.dtype) -> None:
+    x = torch.arange(4, device=npu).to(dtype)
+    with pytest.raises(EmulatedNPUError) as caught:
+        torch.pow(x, 0.5)
+    _assert_message(caught.value, "fractional exponent", "SKILL-seed.md, PowFloatSafe")
+    with pytest.raises(EmulatedNPUError):
+        x**1.5
+    with pytest.raises(EmulatedNPUError):
+        torch.pow(x, torch.tensor(0.5))
+    assert (x**2).dtype == dtype  # integral exponents work
+    assert torch.allclose(torch.pow(x.float(), 0.5).cpu(), torch.arange(4).float().sqrt())
+    with npu_emulator.restrictions(pow_fractional=False):
+        assert torch.pow(x, 0.5).device == npu
+
+
+def test_pow_float32_base_is_fine(npu: torch.device) -> None:
+    assert torch.allclose(torch.pow(torch.full((2,), 4.0, device=npu), 0.5).cpu(), torch.full((2,), 2.0))
+
+
+def test_disable_from_the_environment() -> None:
+    import os
+    import subprocess
+    import sys
+
+    from conftest import EMULATOR
+
+    code = (
+        f"import sys; sys.path.insert(0, {str(EMULATOR)!r}); import npu_emulator; "
+        "print(sorted(npu_emulator.RESTRICTIONS.keys() - npu_emulator.enabled_restrictions()))"
+    )
+    env = dict(os.environ, NPU_EMULATOR_DISABLE="float64, numpy")
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "['float64', 'numpy']"
+    env["NPU_EMULATOR_DISABLE"] = "bogus"
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode != 0
+    assert "unknown restriction group 'bogus'" in done.stderr
