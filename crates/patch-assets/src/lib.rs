@@ -1,10 +1,21 @@
-//! The files under `assets/`, embedded in the binary.
+//! The files under `assets/`, embedded in the binary, and the commands that install them.
 //!
 //! Everything the tools ship (templates, fix templates, the runtime patches, the verify harness,
 //! the emulator and the demo project) is compiled in, so one binary is enough on a machine
-//! without this repository. This crate must not interpret the files beyond finding them.
+//! without this repository. On top of the raw files this crate installs them into a model project
+//! (`init`, `extract`) without ever overwriting a file the user changed, and drafts the adaptation
+//! summary from the tools' records (`summary`). It must not interpret the code assets themselves
+//! (the rules, patches and harness belong to their own crates).
+
+pub mod catalog;
+pub mod error;
+pub mod install;
+pub mod summary;
+mod write;
 
 use include_dir::{Dir, include_dir};
+
+pub use error::{Error, Result};
 
 /// The whole `assets/` tree.
 pub static ASSETS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets");

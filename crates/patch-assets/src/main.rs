@@ -1,1 +1,261 @@
-fn main() {}
+//! `npu-assets`: list, show and install the files npu-patcher ships, and draft the summary.
+
+// The binary's job is its output: stdout carries the product, stderr notes and errors.
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+// Doc comments here are the --help text, where Markdown backticks would show literally.
+#![allow(clippy::doc_markdown)]
+
+use clap::{Parser, Subcommand, ValueEnum};
+use patch_assets::Error;
+use patch_assets::catalog::{self, Source};
+use patch_assets::install::{self, Action, Outcome};
+use patch_assets::summary::{self, Written};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+const AFTER_HELP: &str = "\
+Examples:
+  npu-assets init .                          create migrate_to_cloudrobo/ with env_npu.sh, train.sh, runtime_patches.py
+  npu-assets list                            every shipped file
+  npu-assets show templates/train.sh         print one (a unique file name is enough: `show train.sh`)
+  npu-assets show env_npu.sh | diff - migrate_to_cloudrobo/env_npu.sh
+  npu-assets extract /tmp/npu-assets         write every shipped file under a folder
+  npu-assets summary .                       draft migrate_to_cloudrobo/ADAPTATION_SUMMARY.md
+
+Exit status: 0 ok; 1 the summary was edited by hand and kept (use --force); 2 usage or tool error.";
+
+#[derive(Parser)]
+#[command(
+    name = "npu-assets",
+    version,
+    about = "The templates, runtime patches and fix templates of npu-patcher, embedded in one binary",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// List every shipped file, one path per line.
+    #[command(after_help = "Example:\n  npu-assets list --format json")]
+    List {
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print one shipped file to stdout.
+    #[command(
+        after_help = "Examples:\n  npu-assets show templates/env_npu.sh\n  npu-assets show P_RND.md\n  npu-assets show train.sh | diff - migrate_to_cloudrobo/train.sh"
+    )]
+    Show {
+        /// Path under assets/ (as `list` prints it), or a file name that matches one asset.
+        name: String,
+    },
+    /// Write every shipped file under DIR (files that differ are kept unless --force).
+    #[command(after_help = "Example:\n  npu-assets extract ./npu-assets-copy")]
+    Extract {
+        dir: PathBuf,
+        /// Replace files that differ from the shipped ones.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Create PROJECT/migrate_to_cloudrobo/ with env_npu.sh, train.sh and runtime_patches.py.
+    ///
+    /// Run it again to update the files: a file you changed is never overwritten (it is
+    /// reported as `kept`, with the command to compare it) unless you add --force.
+    #[command(
+        after_help = "Examples:\n  npu-assets init .\n  npu-assets init ~/src/openvla --force\n\nThen:\n  ASCEND_RT_VISIBLE_DEVICES=0,1 bash migrate_to_cloudrobo/train.sh python train.py"
+    )]
+    Init {
+        /// The model project root.
+        project: PathBuf,
+        /// Replace files that differ from the shipped ones, even if you changed them.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Draft PROJECT/migrate_to_cloudrobo/ADAPTATION_SUMMARY.md from the tools' records.
+    ///
+    /// Reads issues.json (status and time per issue), `git diff` since the port started
+    /// (the first commit that added migrate_to_cloudrobo/, or --base), the last verify report
+    /// and the training logs. A summary you edited is never overwritten without --force.
+    #[command(
+        after_help = "Examples:\n  npu-assets summary .\n  npu-assets summary . --issues ../issues.json --base v1.0\n  npu-assets summary . --stdout | diff - migrate_to_cloudrobo/ADAPTATION_SUMMARY.md"
+    )]
+    Summary {
+        /// The model project root.
+        project: PathBuf,
+        /// issues.json [default: PROJECT/issues.json, then ./issues.json]
+        #[arg(long, value_name = "PATH")]
+        issues: Option<PathBuf>,
+        /// Commit, branch or tag the port started from [default: the first commit that added migrate_to_cloudrobo/]
+        #[arg(long, value_name = "REV")]
+        base: Option<String>,
+        /// npu-verify's JSON report [default: PROJECT/migrate_to_cloudrobo/verify-report.json]
+        #[arg(long, value_name = "PATH")]
+        verify_report: Option<PathBuf>,
+        /// Print the draft to stdout instead of writing the file.
+        #[arg(long)]
+        stdout: bool,
+        /// Replace a summary that was edited since it was generated.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Format {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli.command) {
+        Ok(code) => code,
+        Err(Failure::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(Failure::Io(e)) => {
+            eprintln!("npu-assets: error: cannot write output: {e}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Tool(Error::EditedSummary { path })) => {
+            eprintln!("npu-assets: {}", Error::EditedSummary { path });
+            ExitCode::from(1)
+        }
+        Err(Failure::Tool(e)) => {
+            eprintln!("npu-assets: error: {e}");
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                eprintln!("  caused by: {c}");
+                cause = c.source();
+            }
+            ExitCode::from(2)
+        }
+    }
+}
+
+enum Failure {
+    Tool(Error),
+    Io(std::io::Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Tool(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+fn run(command: Command) -> Result<ExitCode, Failure> {
+    let source = Source::Embedded;
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::List { format } => {
+            let paths = source.list()?;
+            match format {
+                Format::Text => {
+                    for p in paths {
+                        writeln!(out, "{p}")?;
+                    }
+                }
+                Format::Json => {
+                    let rows: Vec<serde_json::Value> = paths
+                        .iter()
+                        .map(|p| {
+                            let size = patch_assets::get(p).map_or(0, <[u8]>::len);
+                            serde_json::json!({ "path": p, "size": size })
+                        })
+                        .collect();
+                    writeln!(out, "{}", serde_json::Value::Array(rows))?;
+                }
+            }
+        }
+        Command::Show { name } => {
+            let path = catalog::resolve(&source, &name)?;
+            let bytes = source.read(&path)?.ok_or(Error::MissingAsset { path })?;
+            out.write_all(&bytes)?;
+        }
+        Command::Extract { dir, force } => {
+            let outcomes = install::extract(&dir, force, &source)?;
+            report(&mut out, &outcomes, None)?;
+        }
+        Command::Init { project, force } => {
+            let outcomes = install::init(&project, force, &source)?;
+            report(&mut out, &outcomes, Some(&project))?;
+            if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {
+                return Err(Error::MissingAsset {
+                    path: missing.asset.clone(),
+                }
+                .into());
+            }
+        }
+        Command::Summary {
+            project,
+            issues,
+            base,
+            verify_report,
+            stdout,
+            force,
+        } => {
+            let inputs = summary::gather(&summary::Options {
+                project: project.clone(),
+                issues,
+                base,
+                verify_report,
+            })?;
+            let draft = summary::draft(&inputs, &source)?;
+            for note in &draft.notes {
+                eprintln!("npu-assets: note: {note}");
+            }
+            if stdout {
+                out.write_all(draft.text.as_bytes())?;
+            } else {
+                let path = summary::path_in(&project);
+                let written = summary::write(&path, &draft.text, force)?;
+                let verb = match written {
+                    Written::Created => "created",
+                    Written::Updated => "updated",
+                    Written::Replaced => "replaced",
+                };
+                writeln!(out, "{verb:<9} {}", path.display())?;
+                eprintln!(
+                    "npu-assets: complete the sections marked \"(write this)\" in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+    out.flush()?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One line per file on stdout (`ACTION  PATH`); how to compare kept files on stderr.
+fn report(
+    out: &mut impl Write,
+    outcomes: &[Outcome],
+    project: Option<&Path>,
+) -> std::io::Result<()> {
+    for o in outcomes {
+        writeln!(out, "{:<9} {}", o.action.as_str(), o.target.display())?;
+    }
+    for o in outcomes.iter().filter(|o| o.action == Action::Kept) {
+        let again = project.map_or_else(
+            || "npu-assets extract <dir> --force".to_owned(),
+            |p| format!("npu-assets init {} --force", p.display()),
+        );
+        eprintln!(
+            "npu-assets: kept {}: it differs from the shipped {} (changed by you?)\n  compare: npu-assets show {} | diff - {}\n  replace: {again}",
+            o.target.display(),
+            o.asset,
+            o.asset,
+            o.target.display()
+        );
+    }
+    Ok(())
+}

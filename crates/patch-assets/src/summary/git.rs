@@ -1,0 +1,339 @@
+//! The code inventory: what changed in the project since the port started, from git.
+
+use crate::error::{Error, Result};
+use crate::install::MIGRATE_DIR;
+use std::fs;
+use std::io::Read;
+use std::path::Path;
+use std::process::Command;
+
+/// git's well-known id of the empty tree: the base when the repository has no commit yet.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// Files the tools write while porting; they are records, not code changes.
+const RECORDS: [&str; 5] = [
+    "issues.json",
+    "issues.json.lock",
+    "migrate_to_cloudrobo/.npu-assets.json",
+    "migrate_to_cloudrobo/ADAPTATION_SUMMARY.md",
+    "migrate_to_cloudrobo/verify-report.json",
+];
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Added,
+    Removed,
+    Modified,
+    Renamed,
+    /// Not tracked by git yet.
+    Untracked,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Added => "added",
+            Kind::Removed => "removed",
+            Kind::Modified => "modified",
+            Kind::Renamed => "renamed",
+            Kind::Untracked => "added (untracked)",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Change {
+    /// Relative to the project, `/`-separated; `old → new` for a rename.
+    pub path: String,
+    pub kind: Kind,
+    /// Lines added and removed; `None` for binary files.
+    pub added: Option<u64>,
+    pub removed: Option<u64>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Inventory {
+    /// Short commit id (or `empty tree`).
+    pub base: String,
+    /// How the base was chosen, for the reader.
+    pub base_why: String,
+    /// Sorted by path.
+    pub changes: Vec<Change>,
+}
+
+/// The inventory of `project` against `base` (or the detected start of the port).
+///
+/// `Ok(Err(note))` when git cannot give one (no git, not a repository): the summary says why.
+/// `Err` only for a `base` that does not name a commit, which the user must fix.
+pub fn inventory(
+    project: &Path,
+    base: Option<&str>,
+) -> Result<std::result::Result<Inventory, String>> {
+    if let Err(e) = git(project, &["rev-parse", "--is-inside-work-tree"]) {
+        return Ok(Err(format!("no git inventory: {e}")));
+    }
+    let (base, base_why) = match base {
+        Some(rev) => {
+            let spec = format!("{rev}^{{commit}}");
+            let id = git(project, &["rev-parse", "--verify", "--quiet", &spec]).map_err(|_| {
+                Error::Git {
+                    args: format!("rev-parse {rev}"),
+                    message: format!(
+                        "`{rev}` is not a commit in this repository; pass --base with a commit, branch or tag"
+                    ),
+                }
+            })?;
+            (id.trim().to_owned(), format!("`--base {rev}`"))
+        }
+        None => detect_base(project),
+    };
+    let result = (|| -> std::result::Result<Inventory, String> {
+        let numstat = git(
+            project,
+            &["diff", "--numstat", "-z", "-M", "--relative", &base, "--"],
+        )?;
+        let status = git(
+            project,
+            &[
+                "diff",
+                "--name-status",
+                "-z",
+                "-M",
+                "--relative",
+                &base,
+                "--",
+            ],
+        )?;
+        let mut changes = join(&parse_name_status(&status), &parse_numstat(&numstat));
+        let untracked = git(
+            project,
+            &["ls-files", "--others", "--exclude-standard", "-z"],
+        )?;
+        for path in untracked.split('\0').filter(|p| !p.is_empty()) {
+            let lines = count_lines(&project.join(path));
+            changes.push(Change {
+                path: path.to_owned(),
+                kind: Kind::Untracked,
+                added: lines,
+                removed: lines.map(|_| 0),
+            });
+        }
+        changes.retain(|c| !is_record(&c.path));
+        changes.sort_by(|a, b| a.path.cmp(&b.path));
+        let short = if base == EMPTY_TREE {
+            "empty tree".to_owned()
+        } else {
+            base.chars().take(12).collect()
+        };
+        Ok(Inventory {
+            base: short,
+            base_why: base_why.clone(),
+            changes,
+        })
+    })();
+    Ok(result.map_err(|e| format!("no git inventory: {e}")))
+}
+
+fn detect_base(project: &Path) -> (String, String) {
+    let pathspec = format!("{MIGRATE_DIR}/");
+    if let Ok(out) = git(
+        project,
+        &[
+            "log",
+            "--diff-filter=A",
+            "--format=%H",
+            "--reverse",
+            "--",
+            &pathspec,
+        ],
+    ) && let Some(first) = out.lines().next()
+        && !first.is_empty()
+    {
+        return (
+            first.to_owned(),
+            format!("the first commit that added `{MIGRATE_DIR}/`"),
+        );
+    }
+    if let Ok(head) = git(project, &["rev-parse", "--verify", "--quiet", "HEAD"]) {
+        return (
+            head.trim().to_owned(),
+            format!("HEAD; `{MIGRATE_DIR}/` is not committed yet"),
+        );
+    }
+    (
+        EMPTY_TREE.to_owned(),
+        "the empty tree; the repository has no commit yet".to_owned(),
+    )
+}
+
+fn git(project: &Path, args: &[&str]) -> std::result::Result<String, String> {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(project)
+        .args(args)
+        .output()
+        .map_err(|e| format!("cannot run git: {e}"))?;
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let first = stderr.lines().next().unwrap_or("").trim().to_owned();
+        Err(if first.is_empty() {
+            format!("git {} failed ({})", args.join(" "), out.status)
+        } else {
+            first
+        })
+    }
+}
+
+/// `git diff --name-status -z`: `M\0path\0`, `R100\0old\0new\0`.
+fn parse_name_status(text: &str) -> Vec<(Kind, String)> {
+    let mut fields = text.split('\0');
+    let mut out = Vec::new();
+    while let Some(code) = fields.next() {
+        let Some(first) = code.chars().next() else {
+            continue;
+        };
+        let kind = match first {
+            'A' => Kind::Added,
+            'D' => Kind::Removed,
+            'R' | 'C' => Kind::Renamed,
+            _ => Kind::Modified,
+        };
+        let Some(path) = fields.next() else { break };
+        let path = if matches!(first, 'R' | 'C') {
+            let new = fields.next().unwrap_or_default();
+            format!("{path} → {new}")
+        } else {
+            path.to_owned()
+        };
+        out.push((kind, path));
+    }
+    out
+}
+
+/// `git diff --numstat -z`: `A\tD\tpath\0` or, for renames, `A\tD\t\0old\0new\0`; `-` for binary.
+fn parse_numstat(text: &str) -> Vec<(String, Option<u64>, Option<u64>)> {
+    let mut fields = text.split('\0');
+    let mut out = Vec::new();
+    while let Some(record) = fields.next() {
+        let mut parts = record.splitn(3, '\t');
+        let (Some(added), Some(removed), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let path = if path.is_empty() {
+            let old = fields.next().unwrap_or_default();
+            let new = fields.next().unwrap_or_default();
+            format!("{old} → {new}")
+        } else {
+            path.to_owned()
+        };
+        out.push((path, added.parse().ok(), removed.parse().ok()));
+    }
+    out
+}
+
+fn join(status: &[(Kind, String)], numstat: &[(String, Option<u64>, Option<u64>)]) -> Vec<Change> {
+    status
+        .iter()
+        .map(|(kind, path)| {
+            let counts = numstat.iter().find(|(p, _, _)| p == path);
+            Change {
+                path: path.clone(),
+                kind: *kind,
+                added: counts.and_then(|c| c.1),
+                removed: counts.and_then(|c| c.2),
+            }
+        })
+        .collect()
+}
+
+fn is_record(path: &str) -> bool {
+    RECORDS.contains(&path) || path.starts_with(&format!("{MIGRATE_DIR}/logs/"))
+}
+
+/// Lines of a text file; `None` for binary or very large files.
+fn count_lines(path: &Path) -> Option<u64> {
+    const LIMIT: u64 = 16 * 1024 * 1024;
+    let file = fs::File::open(path).ok()?;
+    let mut bytes = Vec::new();
+    file.take(LIMIT + 1).read_to_end(&mut bytes).ok()?;
+    if bytes.len() as u64 > LIMIT || bytes.iter().take(8192).any(|&b| b == 0) {
+        return None;
+    }
+    let newlines = memchr::memchr_iter(b'\n', &bytes).count() as u64;
+    let unterminated = u64::from(!bytes.is_empty() && !bytes.ends_with(b"\n"));
+    Some(newlines + unterminated)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_status_and_numstat_join_with_renames_and_binaries() {
+        let status = [
+            "M",
+            "model/policy.py",
+            "R087",
+            "old.py",
+            "new.py",
+            "A",
+            "img.png",
+            "D",
+            "gone.py",
+            "",
+        ]
+        .join("\0");
+        let numstat = [
+            "3\t1\tmodel/policy.py",
+            "2\t2\t",
+            "old.py",
+            "new.py",
+            "-\t-\timg.png",
+            "0\t9\tgone.py",
+            "",
+        ]
+        .join("\0");
+        let changes = join(&parse_name_status(&status), &parse_numstat(&numstat));
+        assert_eq!(
+            changes,
+            [
+                Change {
+                    path: "model/policy.py".into(),
+                    kind: Kind::Modified,
+                    added: Some(3),
+                    removed: Some(1)
+                },
+                Change {
+                    path: "old.py → new.py".into(),
+                    kind: Kind::Renamed,
+                    added: Some(2),
+                    removed: Some(2)
+                },
+                Change {
+                    path: "img.png".into(),
+                    kind: Kind::Added,
+                    added: None,
+                    removed: None
+                },
+                Change {
+                    path: "gone.py".into(),
+                    kind: Kind::Removed,
+                    added: Some(0),
+                    removed: Some(9)
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn records_are_not_code() {
+        assert!(is_record("issues.json"));
+        assert!(is_record(
+            "migrate_to_cloudrobo/logs/train_20260101_000000.log"
+        ));
+        assert!(!is_record("migrate_to_cloudrobo/train.sh"));
+    }
+}

@@ -1,0 +1,454 @@
+//! Markdown for each `<!-- npu-assets:NAME -->` marker of the summary template.
+
+use super::Inputs;
+use super::git::Inventory;
+use super::records::Verify;
+use super::timing::{self, format_duration, format_time};
+use issue_model::{HistoryStatus, Issue, Status};
+use jiff::{SignedDuration, Timestamp};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The names of every `<!-- npu-assets:NAME -->` marker the summary fills, in template order.
+pub const MARKERS: [&str; 6] = [
+    "overview",
+    "workflow",
+    "issues",
+    "inventory",
+    "verify",
+    "known-issues",
+];
+
+const HOW_TO_USE: &str = "<!-- How to use this template.";
+
+/// The template with every marker line replaced and the how-to comment removed.
+pub fn fill(template: &str, inputs: &Inputs) -> String {
+    let mut out = String::with_capacity(template.len() * 2);
+    let mut in_how_to = false;
+    for line in template.lines() {
+        if line.starts_with(HOW_TO_USE) {
+            in_how_to = !line.contains("-->");
+            continue;
+        }
+        if in_how_to {
+            in_how_to = !line.contains("-->");
+            continue;
+        }
+        let marker = line
+            .trim()
+            .strip_prefix("<!-- npu-assets:")
+            .and_then(|rest| rest.strip_suffix("-->"))
+            .map(str::trim);
+        match marker.and_then(|name| section(name, inputs)) {
+            Some(text) => out.push_str(text.trim_end()),
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    // Removing the how-to comment leaves two blank lines after the title.
+    out.replace("\n\n\n", "\n\n")
+}
+
+fn section(name: &str, inputs: &Inputs) -> Option<String> {
+    Some(match name {
+        "overview" => overview(inputs),
+        "workflow" => workflow(inputs),
+        "issues" => issues(inputs),
+        "inventory" => inventory(&inputs.inventory),
+        "verify" => verify(inputs),
+        "known-issues" => known_issues(inputs),
+        _ => return None,
+    })
+}
+
+fn overview(inputs: &Inputs) -> String {
+    format!(
+        "**Project:** `{}` · **Draft:** {} by npu-assets {} from the tools' records. \
+         Sections marked \"(write this)\" need a person.",
+        inputs.project_name,
+        format_time(inputs.now),
+        env!("CARGO_PKG_VERSION"),
+    )
+}
+
+fn all_issues(inputs: &Inputs) -> &[Issue] {
+    inputs.issues.as_ref().map_or(&[], |(_, f)| &f.issues)
+}
+
+fn count(issues: &[Issue], status: Status) -> usize {
+    issues.iter().filter(|i| i.status == status).count()
+}
+
+fn workflow(inputs: &Inputs) -> String {
+    let issues = all_issues(inputs);
+    let histories: Vec<&[issue_model::HistoryEntry]> =
+        issues.iter().map(|i| i.history.as_slice()).collect();
+    let scanned = timing::first(&histories, &[HistoryStatus::Found]);
+    let fix_start = timing::first(&histories, &[HistoryStatus::Shown]);
+    let fix_end = timing::last(&histories, &[HistoryStatus::Fixed, HistoryStatus::Skipped]);
+    let per_issue: Option<SignedDuration> = issues
+        .iter()
+        .filter_map(|i| timing::time_spent(&i.history))
+        .reduce(|a, b| a + b);
+    let pending = count(issues, Status::Pending);
+
+    let when = |t: Option<Timestamp>| t.map_or_else(|| "—".to_owned(), format_time);
+    let mut rows: Vec<[String; 5]> = Vec::new();
+    rows.push([
+        "1".into(),
+        "Create `migrate_to_cloudrobo/` (`npu-assets init`)".into(),
+        when(inputs.created_at.as_deref().and_then(|t| t.parse().ok())),
+        "—".into(),
+        if inputs.created_at.is_some() {
+            "recorded by `npu-assets init`".into()
+        } else {
+            "not recorded".into()
+        },
+    ]);
+    let scan_record = match &inputs.issues {
+        Some((path, file)) => format!("`{path}`: {} issues", file.issues.len()),
+        None => "no issues.json".into(),
+    };
+    rows.push([
+        "2".into(),
+        "Scan (`npu-scan`)".into(),
+        when(scanned),
+        "—".into(),
+        scan_record,
+    ]);
+    let span = match (fix_start, fix_end) {
+        (Some(a), Some(b)) if b >= a => format_duration(b.duration_since(a)),
+        _ => "—".into(),
+    };
+    rows.push([
+        "3".into(),
+        "Fix every issue (`npu-progress --next/--fixed/--skip`)".into(),
+        when(fix_start),
+        span,
+        format!(
+            "{} fixed, {} skipped, {pending} pending; time on issues {}",
+            count(issues, Status::Fixed),
+            count(issues, Status::Skipped),
+            per_issue.map_or_else(|| "—".into(), format_duration)
+        ),
+    ]);
+    rows.push([
+        "4".into(),
+        "`npu-progress --check-complete`".into(),
+        "—".into(),
+        "—".into(),
+        match (&inputs.issues, pending) {
+            (None, _) => "no issues.json".into(),
+            (Some(_), 0) => "complete".into(),
+            (Some(_), n) => format!("{n} issues still pending"),
+        },
+    ]);
+    let (verify_at, verify_record) = match &inputs.verify {
+        Verify::Report { at, checks } => (
+            at.clone().unwrap_or_else(|| "—".into()),
+            format!("last report: {}", tally(checks)),
+        ),
+        Verify::Absent => ("—".into(), "no report".into()),
+        Verify::Unreadable(_) => ("—".into(), "report unreadable".into()),
+    };
+    rows.push([
+        "5–6".into(),
+        "Verify runtime, pipeline and data (`npu-verify`)".into(),
+        verify_at,
+        "—".into(),
+        verify_record,
+    ]);
+    let runs = &inputs.runs;
+    rows.push([
+        "7".into(),
+        "Train (`train.sh` or `npu-train`)".into(),
+        runs.first_started.clone().unwrap_or_else(|| "—".into()),
+        "—".into(),
+        if runs.logs.is_empty() {
+            "no training log".into()
+        } else {
+            format!(
+                "{} run(s) logged in `migrate_to_cloudrobo/logs/`; last exit code {}",
+                runs.logs.len(),
+                runs.last_exit.as_deref().unwrap_or("not recorded")
+            )
+        },
+    ]);
+    rows.push([
+        "8".into(),
+        "Write this summary".into(),
+        format_time(inputs.now),
+        "—".into(),
+        "draft by `npu-assets summary`".into(),
+    ]);
+    table(&["Step", "What", "Started", "Took", "Record"], &rows)
+}
+
+fn tally(checks: &[super::records::Check]) -> String {
+    let mut by: BTreeMap<&str, usize> = BTreeMap::new();
+    for c in checks {
+        *by.entry(c.status.as_str()).or_default() += 1;
+    }
+    if by.is_empty() {
+        return "no checks".into();
+    }
+    by.iter()
+        .map(|(s, n)| format!("{n} {s}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn location(issue: &Issue) -> String {
+    match &issue.symbol {
+        Some(sym) => format!("`{}:{}` ({sym})", issue.file, issue.line),
+        None => format!("`{}:{}`", issue.file, issue.line),
+    }
+}
+
+fn note(issue: &Issue) -> String {
+    issue
+        .reason
+        .clone()
+        .or_else(|| issue.history.iter().rev().find_map(|h| h.note.clone()))
+        .unwrap_or_default()
+}
+
+fn issues(inputs: &Inputs) -> String {
+    let Some((path, file)) = &inputs.issues else {
+        return format!(
+            "_No issues.json found (looked at {}). Run `npu-assets summary <project> --issues PATH`._",
+            inputs
+                .issues_looked
+                .iter()
+                .map(|p| format!("`{p}`"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    };
+    let list = &file.issues;
+    let mut out = format!(
+        "From `{path}`: {} issues, {} fixed, {} skipped, {} pending.\n\n",
+        list.len(),
+        count(list, Status::Fixed),
+        count(list, Status::Skipped),
+        count(list, Status::Pending)
+    );
+    if list.is_empty() {
+        out.push_str("_The scanner found nothing to fix._\n");
+        return out;
+    }
+    let mut by_pattern: BTreeMap<&str, Vec<&Issue>> = BTreeMap::new();
+    for issue in list {
+        by_pattern.entry(&issue.pattern).or_default().push(issue);
+    }
+    let rows: Vec<[String; 6]> = by_pattern
+        .iter()
+        .map(|(pattern, items)| {
+            let spent = items
+                .iter()
+                .filter_map(|i| timing::time_spent(&i.history))
+                .reduce(|a, b| a + b);
+            let n = |s| items.iter().filter(|i| i.status == s).count().to_string();
+            [
+                format!("`{pattern}`"),
+                items[0].category.as_str().to_owned(),
+                n(Status::Fixed),
+                n(Status::Skipped),
+                n(Status::Pending),
+                spent.map_or_else(|| "—".into(), format_duration),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &["Pattern", "Category", "Fixed", "Skipped", "Pending", "Time"],
+        &rows,
+    ));
+    out.push('\n');
+    let mut sorted: Vec<&Issue> = list.iter().collect();
+    sorted.sort_by(|a, b| {
+        (&a.pattern, &a.file, a.line, &a.id).cmp(&(&b.pattern, &b.file, b.line, &b.id))
+    });
+    let rows: Vec<[String; 6]> = sorted
+        .iter()
+        .map(|i| {
+            [
+                format!("`{}`", i.id),
+                format!("`{}`", i.pattern),
+                location(i),
+                i.status.as_str().to_owned(),
+                timing::time_spent(&i.history).map_or_else(|| "—".into(), format_duration),
+                note(i),
+            ]
+        })
+        .collect();
+    out.push_str(&table(
+        &[
+            "Issue",
+            "Pattern",
+            "Where",
+            "Status",
+            "Time",
+            "Reason / note",
+        ],
+        &rows,
+    ));
+    out
+}
+
+fn inventory(inventory: &Result<Inventory, String>) -> String {
+    let inv = match inventory {
+        Ok(inv) => inv,
+        Err(why) => return format!("_{why}._"),
+    };
+    if inv.changes.is_empty() {
+        return format!("Base `{}`: {}. No changes.", inv.base, inv.base_why);
+    }
+    let added: u64 = inv.changes.iter().filter_map(|c| c.added).sum();
+    let removed: u64 = inv.changes.iter().filter_map(|c| c.removed).sum();
+    let mut out = format!(
+        "Base `{}`: {}. {} files, +{added} / −{removed} lines.\n\n",
+        inv.base,
+        inv.base_why,
+        inv.changes.len()
+    );
+    let num = |n: Option<u64>| n.map_or_else(|| "binary".into(), |n| n.to_string());
+    let rows: Vec<[String; 4]> = inv
+        .changes
+        .iter()
+        .map(|c| {
+            [
+                c.kind.as_str().to_owned(),
+                format!("`{}`", c.path),
+                num(c.added),
+                num(c.removed),
+            ]
+        })
+        .collect();
+    out.push_str(&table(&["Change", "File", "+", "−"], &rows));
+    out
+}
+
+fn verify(inputs: &Inputs) -> String {
+    match &inputs.verify {
+        Verify::Absent => format!(
+            "_No verify report at `{}`. Run `npu-verify <project> --runtime --pipeline --config <config>` and `--data`._",
+            inputs.verify_path
+        ),
+        Verify::Unreadable(why) => {
+            format!(
+                "_The verify report `{}` could not be read: {why}._",
+                inputs.verify_path
+            )
+        }
+        Verify::Report { at, checks } => {
+            let mut out = format!("Last report `{}`", inputs.verify_path);
+            if let Some(at) = at {
+                let _ = write!(out, " ({at})");
+            }
+            let _ = writeln!(out, ": {}.\n", tally(checks));
+            let rows: Vec<[String; 3]> = checks
+                .iter()
+                .map(|c| [c.name.clone(), c.status.clone(), c.detail.clone()])
+                .collect();
+            out.push_str(&table(&["Check", "Status", "Detail"], &rows));
+            out
+        }
+    }
+}
+
+fn known_issues(inputs: &Inputs) -> String {
+    let mut bullets = Vec::new();
+    let mut sorted: Vec<&Issue> = all_issues(inputs).iter().collect();
+    sorted.sort_by(|a, b| (&a.pattern, &a.id).cmp(&(&b.pattern, &b.id)));
+    for i in &sorted {
+        let head = format!("`{}` ({}, {})", i.id, i.pattern, location(i));
+        if i.status == Status::Skipped {
+            bullets.push(format!(
+                "{head}: skipped, {}",
+                i.reason.as_deref().unwrap_or("no reason given")
+            ));
+        }
+        if i.history
+            .iter()
+            .any(|h| h.status == HistoryStatus::Regressed)
+        {
+            bullets.push(format!(
+                "{head}: regressed (found again after it was fixed), now {}",
+                i.status
+            ));
+        } else if i.status == Status::Pending {
+            bullets.push(format!("{head}: still pending"));
+        }
+    }
+    if let Verify::Report { checks, .. } = &inputs.verify {
+        for c in checks {
+            if !matches!(
+                c.status.as_str(),
+                "pass" | "ok" | "passed" | "skip" | "skipped"
+            ) {
+                let detail = if c.detail.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", c.detail)
+                };
+                bullets.push(format!("verify check `{}` is {}{detail}", c.name, c.status));
+            }
+        }
+    }
+    if bullets.is_empty() {
+        return "_None recorded by the tools._".into();
+    }
+    bullets
+        .iter()
+        .map(|b| format!("- {}", one_line(b)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// A Markdown table; cells are made safe for one table row.
+fn table<const N: usize>(header: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut out = format!("| {} |\n", header.join(" | "));
+    let _ = writeln!(out, "|{}", "---|".repeat(N));
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|c| cell(c)).collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out
+}
+
+fn cell(text: &str) -> String {
+    let text = one_line(text).replace('|', "\\|");
+    if text.chars().count() > 200 {
+        let cut: String = text.chars().take(199).collect();
+        format!("{cut}…")
+    } else {
+        text
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cells_stay_in_their_row() {
+        assert_eq!(cell("a | b\nc"), "a \\| b c");
+        assert_eq!(cell(&"x".repeat(300)).chars().count(), 200);
+    }
+
+    #[test]
+    fn the_template_has_exactly_the_markers_we_fill() {
+        let template = String::from_utf8_lossy(crate::get(super::super::TEMPLATE).unwrap());
+        let found: Vec<&str> = template
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("<!-- npu-assets:"))
+            .filter_map(|r| r.strip_suffix("-->"))
+            .map(str::trim)
+            .collect();
+        assert_eq!(found, MARKERS);
+    }
+}

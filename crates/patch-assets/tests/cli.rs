@@ -1,0 +1,507 @@
+//! `npu-assets` as a user runs it: exit codes, stdout and stderr together.
+
+use issue_model::{
+    Category, HistoryEntry, HistoryStatus, Issue, IssuesFile, SCHEMA_VERSION, Severity, Status,
+    Summary, Tool,
+};
+use patch_assets::catalog::Source;
+use patch_assets::install::{self, Action};
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn npu_assets(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_npu-assets"))
+        .args(args)
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn assets_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets")
+}
+
+#[test]
+fn list_show_and_unknown_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = npu_assets(&["list"], dir.path());
+    assert!(out.status.success());
+    let listed: Vec<String> = stdout(&out).lines().map(str::to_owned).collect();
+    for name in [
+        "templates/env_npu.sh",
+        "templates/train.sh",
+        "templates/ADAPTATION_SUMMARY.md",
+    ] {
+        assert!(listed.iter().any(|l| l == name), "{name} not listed");
+    }
+    let mut sorted = listed.clone();
+    sorted.sort();
+    assert_eq!(listed, sorted, "list must be sorted");
+    assert!(!listed.iter().any(|l| l.rsplit('/').next() == Some(".keep")));
+
+    let json = npu_assets(&["list", "--format", "json"], dir.path());
+    let rows: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(rows.as_array().unwrap().len(), listed.len());
+
+    let out = npu_assets(&["show", "train.sh"], dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        out.stdout,
+        fs::read(assets_dir().join("templates/train.sh")).unwrap()
+    );
+
+    let out = npu_assets(&["show", "no-such-asset.txt"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stdout(&out).is_empty());
+    assert!(
+        stderr(&out).starts_with("npu-assets: error: no asset named `no-such-asset.txt`"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn help_has_examples() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["--help"],
+        vec!["init", "--help"],
+        vec!["summary", "--help"],
+        vec!["show", "--help"],
+    ] {
+        let out = npu_assets(&args, dir.path());
+        assert!(out.status.success());
+        assert!(stdout(&out).contains("npu-assets "), "{args:?}");
+        assert!(
+            stdout(&out).contains("Example"),
+            "{args:?}: {}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn init_from_the_binary_installs_what_it_embeds() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = npu_assets(&["init", "."], dir.path());
+    let mig = dir.path().join("migrate_to_cloudrobo");
+    assert!(stdout(&out).contains("created   ./migrate_to_cloudrobo/env_npu.sh\n"));
+    assert!(stdout(&out).contains("created   ./migrate_to_cloudrobo/train.sh\n"));
+    let mode = fs::metadata(mig.join("train.sh"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o111, 0o111, "train.sh must be executable");
+    if patch_assets::get("runtime_patches.py").is_some() {
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert_eq!(
+            fs::read(mig.join("runtime_patches.py")).unwrap(),
+            patch_assets::get("runtime_patches.py").unwrap()
+        );
+    } else {
+        // Built before assets/runtime_patches.py existed: the gap is an error, not silence.
+        assert_eq!(out.status.code(), Some(2));
+        assert!(stdout(&out).contains("missing   ./migrate_to_cloudrobo/runtime_patches.py"));
+        assert!(stderr(&out).contains("does not contain `runtime_patches.py`"));
+    }
+    let out = npu_assets(&["init", "no-such-dir"], dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no-such-dir is not a directory"));
+}
+
+/// A copy of `assets/` with a `runtime_patches.py` placeholder if the real one is not there yet.
+fn assets_copy() -> (tempfile::TempDir, Source) {
+    let copy = tempfile::tempdir().unwrap();
+    let templates = copy.path().join("templates");
+    fs::create_dir_all(&templates).unwrap();
+    for name in ["env_npu.sh", "train.sh", "ADAPTATION_SUMMARY.md"] {
+        fs::copy(
+            assets_dir().join("templates").join(name),
+            templates.join(name),
+        )
+        .unwrap();
+    }
+    let patches = assets_dir().join("runtime_patches.py");
+    if patches.is_file() {
+        fs::copy(&patches, copy.path().join("runtime_patches.py")).unwrap();
+    } else {
+        fs::write(copy.path().join("runtime_patches.py"), "# placeholder\n").unwrap();
+    }
+    let source = Source::Dir(copy.path().to_owned());
+    (copy, source)
+}
+
+fn actions(outcomes: &[install::Outcome]) -> Vec<(String, Action)> {
+    outcomes
+        .iter()
+        .map(|o| {
+            (
+                o.target.file_name().unwrap().to_string_lossy().into_owned(),
+                o.action,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn init_never_overwrites_a_user_change_but_updates_its_own_old_copies() {
+    let (_copy, source) = assets_copy();
+    let project = tempfile::tempdir().unwrap();
+    let mig = project.path().join("migrate_to_cloudrobo");
+    let first = install::init(project.path(), false, &source).unwrap();
+    assert!(
+        first.iter().all(|o| o.action == Action::Created),
+        "{first:?}"
+    );
+    assert!(mig.join("runtime_patches.py").is_file());
+    assert!(install::created_at(project.path()).is_some());
+
+    let again = install::init(project.path(), false, &source).unwrap();
+    assert!(
+        again.iter().all(|o| o.action == Action::Unchanged),
+        "{again:?}"
+    );
+
+    // The user edits train.sh; a new release changes env_npu.sh.
+    fs::write(mig.join("train.sh"), "#!/bin/sh\n# my launcher\n").unwrap();
+    let env_path = source_path(&source, "templates/env_npu.sh");
+    let mut newer = fs::read(&env_path).unwrap();
+    newer.extend_from_slice(b"# a newer release\n");
+    fs::write(&env_path, &newer).unwrap();
+
+    let third = install::init(project.path(), false, &source).unwrap();
+    assert_eq!(
+        actions(&third),
+        [
+            ("env_npu.sh".to_owned(), Action::Updated),
+            ("train.sh".to_owned(), Action::Kept),
+            ("runtime_patches.py".to_owned(), Action::Unchanged),
+        ]
+    );
+    assert_eq!(fs::read(mig.join("env_npu.sh")).unwrap(), newer);
+    assert_eq!(
+        fs::read_to_string(mig.join("train.sh")).unwrap(),
+        "#!/bin/sh\n# my launcher\n"
+    );
+
+    let forced = install::init(project.path(), true, &source).unwrap();
+    assert_eq!(forced[1].action, Action::Replaced);
+    assert_eq!(
+        fs::read(mig.join("train.sh")).unwrap(),
+        fs::read(source_path(&source, "templates/train.sh")).unwrap()
+    );
+}
+
+fn source_path(source: &Source, asset: &str) -> PathBuf {
+    match source {
+        Source::Dir(root) => root.join(asset),
+        Source::Embedded => unreachable!(),
+    }
+}
+
+#[test]
+fn init_from_the_binary_keeps_an_edited_file_and_says_how_to_compare() {
+    let dir = tempfile::tempdir().unwrap();
+    npu_assets(&["init", "."], dir.path());
+    let train = dir.path().join("migrate_to_cloudrobo/train.sh");
+    fs::write(&train, "# mine\n").unwrap();
+    let out = npu_assets(&["init", "."], dir.path());
+    assert!(stdout(&out).contains("kept      ./migrate_to_cloudrobo/train.sh\n"));
+    let err = stderr(&out);
+    assert!(
+        err.contains(
+            "compare: npu-assets show templates/train.sh | diff - ./migrate_to_cloudrobo/train.sh"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("replace: npu-assets init . --force"), "{err}");
+    assert_eq!(fs::read_to_string(&train).unwrap(), "# mine\n");
+    let out = npu_assets(&["init", ".", "--force"], dir.path());
+    assert!(stdout(&out).contains("replaced  ./migrate_to_cloudrobo/train.sh\n"));
+    assert_eq!(
+        fs::read(&train).unwrap(),
+        patch_assets::get("templates/train.sh").unwrap()
+    );
+}
+
+#[test]
+fn extract_writes_every_asset_and_keeps_differences() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = npu_assets(&["extract", "out"], dir.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let listed = stdout(&npu_assets(&["list"], dir.path()));
+    for asset in listed.lines() {
+        let path = dir.path().join("out").join(asset);
+        assert_eq!(
+            fs::read(&path).unwrap(),
+            patch_assets::get(asset).unwrap(),
+            "{asset}"
+        );
+    }
+    let train = dir.path().join("out/templates/train.sh");
+    assert_ne!(
+        fs::metadata(&train).unwrap().permissions().mode() & 0o100,
+        0
+    );
+    fs::write(&train, "changed").unwrap();
+    let out = npu_assets(&["extract", "out"], dir.path());
+    assert!(stdout(&out).contains("kept      out/templates/train.sh\n"));
+    assert_eq!(fs::read_to_string(&train).unwrap(), "changed");
+}
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.invalid"])
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {}", stderr(&out));
+}
+
+fn issue(
+    id: &str,
+    pattern: &str,
+    status: Status,
+    history: &[(&str, HistoryStatus)],
+    reason: Option<&str>,
+) -> Issue {
+    Issue {
+        id: id.into(),
+        pattern: pattern.into(),
+        category: Category::Device,
+        severity: Severity::Error,
+        performance: false,
+        file: "model.py".into(),
+        line: 3,
+        column: 5,
+        end_line: 3,
+        end_column: 20,
+        symbol: Some("Policy.forward".into()),
+        message: "m".into(),
+        snippet: "s".into(),
+        related: vec![],
+        fix_template: format!("references/fix-templates/{pattern}.md"),
+        fingerprint: format!("fp-{id}"),
+        status,
+        reason: reason.map(str::to_owned),
+        history: history
+            .iter()
+            .map(|(at, s)| HistoryEntry {
+                at: (*at).into(),
+                status: *s,
+                note: None,
+            })
+            .collect(),
+    }
+}
+
+/// A git project on its way through the port: init committed, code changed, issues handled.
+fn ported_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    fs::write(p.join("model.py"), "import torch\nx = 1\ny = 2\n").unwrap();
+    fs::write(p.join("old.py"), "gone\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "."]);
+    git(p, &["commit", "-qm", "original"]);
+    npu_assets(&["init", "."], p);
+    git(p, &["add", "migrate_to_cloudrobo"]);
+    git(p, &["commit", "-qm", "start the port"]);
+    fs::write(
+        p.join("model.py"),
+        "import torch\nimport torch_npu\nx = 1\n",
+    )
+    .unwrap();
+    fs::remove_file(p.join("old.py")).unwrap();
+    fs::write(p.join("npu_utils.py"), "a\nb\n").unwrap();
+    let issues = vec![
+        issue(
+            "RND-aaaaaa",
+            "P_RND",
+            Status::Fixed,
+            &[
+                ("2026-01-01T10:00:00Z", HistoryStatus::Found),
+                ("2026-01-01T10:05:00Z", HistoryStatus::Shown),
+                ("2026-01-01T10:09:05Z", HistoryStatus::Fixed),
+            ],
+            None,
+        ),
+        issue(
+            "FLA-bbbbbb",
+            "P_FLA",
+            Status::Skipped,
+            &[
+                ("2026-01-01T10:00:00Z", HistoryStatus::Found),
+                ("2026-01-01T10:10:00Z", HistoryStatus::Shown),
+                ("2026-01-01T10:12:00Z", HistoryStatus::Skipped),
+            ],
+            Some("behind a | fallback that works on NPU"),
+        ),
+        issue(
+            "RND-cccccc",
+            "P_RND",
+            Status::Pending,
+            &[
+                ("2026-01-01T10:00:00Z", HistoryStatus::Found),
+                ("2026-01-01T10:13:00Z", HistoryStatus::Shown),
+                ("2026-01-01T10:20:00Z", HistoryStatus::Fixed),
+                ("2026-01-01T11:00:00Z", HistoryStatus::Regressed),
+            ],
+            None,
+        ),
+    ];
+    let file = IssuesFile {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool {
+            name: "npu-scan".into(),
+            version: "0.1.0".into(),
+        },
+        root: ".".into(),
+        scanned_at: "2026-01-01T10:00:00Z".into(),
+        summary: Summary::default(),
+        issues,
+        unparsed: vec![],
+    };
+    issue_model::save(&p.join("issues.json"), &file).unwrap();
+    fs::write(
+        p.join("migrate_to_cloudrobo/verify-report.json"),
+        r#"{"generated_at": "2026-01-01T12:00:00Z", "checks": [
+            {"name": "torch_npu import", "status": "pass", "detail": "2.6.0"},
+            {"name": "bf16", "status": "fail", "detail": "910A has no bf16"}]}"#,
+    )
+    .unwrap();
+    dir
+}
+
+#[test]
+fn summary_drafts_from_issues_git_and_verify() {
+    let dir = ported_project();
+    let p = dir.path();
+    let out = npu_assets(&["summary", "."], p);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(
+        stdout(&out),
+        "created   ./migrate_to_cloudrobo/ADAPTATION_SUMMARY.md\n"
+    );
+    let text = fs::read_to_string(p.join("migrate_to_cloudrobo/ADAPTATION_SUMMARY.md")).unwrap();
+    // Every marker was filled, and the how-to comment is gone.
+    assert!(!text.contains("<!-- npu-assets:overview"), "{text}");
+    assert!(!text.contains("How to use this template"), "{text}");
+    // Issues: per pattern with time, per issue with reason, escaped for the table.
+    assert!(
+        text.contains("3 issues, 1 fixed, 1 skipped, 1 pending"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| `P_RND` | DEVICE | 1 | 0 | 1 | 11m 05s |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| `P_FLA` | DEVICE | 0 | 1 | 0 | 2m 00s |"),
+        "{text}"
+    );
+    assert!(
+        text.contains("| `FLA-bbbbbb` | `P_FLA` | `model.py:3` (Policy.forward) | skipped | 2m 00s | behind a \\| fallback that works on NPU |"),
+        "{text}"
+    );
+    // Inventory: against the commit that added migrate_to_cloudrobo/, untracked files included,
+    // the tools' own records left out.
+    assert!(
+        text.contains("the first commit that added `migrate_to_cloudrobo/`"),
+        "{text}"
+    );
+    assert!(text.contains("| modified | `model.py` | 1 | 1 |"), "{text}");
+    assert!(text.contains("| removed | `old.py` | 0 | 1 |"), "{text}");
+    assert!(
+        text.contains("| added (untracked) | `npu_utils.py` | 2 | 0 |"),
+        "{text}"
+    );
+    assert!(!text.contains("`issues.json`"), "{text}");
+    assert!(
+        !text.contains("| `migrate_to_cloudrobo/train.sh`"),
+        "{text}"
+    );
+    // Verify and known issues.
+    assert!(
+        text.contains("| bf16 | fail | 910A has no bf16 |"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "- `FLA-bbbbbb` (P_FLA, `model.py:3` (Policy.forward)): skipped, behind a | fallback"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains("`RND-cccccc` (P_RND, `model.py:3` (Policy.forward)): regressed"),
+        "{text}"
+    );
+    assert!(
+        text.contains("- verify check `bf16` is fail: 910A has no bf16"),
+        "{text}"
+    );
+    // Workflow timing: the fix phase spans first shown to last fixed/skipped.
+    assert!(text.contains("| 3 | Fix every issue"), "{text}");
+    assert!(text.contains("2026-01-01 10:05 UTC | 15m 00s |"), "{text}");
+
+    // Regenerating an untouched draft is fine; an edited one is kept unless --force.
+    let again = npu_assets(&["summary", "."], p);
+    assert!(stdout(&again).starts_with("updated "), "{}", stderr(&again));
+    let path = p.join("migrate_to_cloudrobo/ADAPTATION_SUMMARY.md");
+    let edited = fs::read_to_string(&path)
+        .unwrap()
+        .replace("(write this) The request", "Port OpenVLA.");
+    fs::write(&path, &edited).unwrap();
+    let refused = npu_assets(&["summary", "."], p);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(stderr(&refused).contains("was edited after `npu-assets summary` wrote it"));
+    assert!(stderr(&refused).contains("--stdout | diff -"));
+    assert_eq!(fs::read_to_string(&path).unwrap(), edited);
+    let shown = npu_assets(&["summary", ".", "--stdout"], p);
+    assert!(shown.status.success());
+    assert!(stdout(&shown).starts_with("# NPU adaptation summary"));
+    assert_eq!(fs::read_to_string(&path).unwrap(), edited);
+    let forced = npu_assets(&["summary", ".", "--force"], p);
+    assert!(stdout(&forced).starts_with("replaced "));
+}
+
+#[test]
+fn summary_base_option_and_missing_records() {
+    let dir = ported_project();
+    let p = dir.path();
+    let out = npu_assets(&["summary", ".", "--base", "no-such-rev", "--stdout"], p);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("`no-such-rev` is not a commit"),
+        "{}",
+        stderr(&out)
+    );
+    let out = npu_assets(&["summary", ".", "--base", "HEAD~1", "--stdout"], p);
+    assert!(out.status.success());
+    // Against the original commit, the port's own files show up as added.
+    assert!(stdout(&out).contains("| added | `migrate_to_cloudrobo/train.sh` |"));
+
+    let bare = tempfile::tempdir().unwrap();
+    let out = npu_assets(&["summary", ".", "--stdout"], bare.path());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("_No issues.json found"), "{text}");
+    assert!(text.contains("_no git inventory:"), "{text}");
+    assert!(text.contains("_No verify report at"), "{text}");
+    assert!(stderr(&out).contains("npu-assets: note: no issues.json"));
+
+    let out = npu_assets(&["summary", ".", "--issues", "missing.json"], bare.path());
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("missing.json"));
+}

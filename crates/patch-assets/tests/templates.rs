@@ -1,0 +1,374 @@
+//! The shell templates, run for real: shellcheck, `env_npu.sh` under bash, `train.sh` end to end.
+
+use std::fmt::Write as _;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn template(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../assets/templates")
+        .join(name)
+}
+
+/// A sandbox: an empty HOME, no CANN anywhere unless a test installs a fake one.
+struct Sandbox {
+    dir: tempfile::TempDir,
+}
+
+impl Sandbox {
+    fn new() -> Sandbox {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("home")).unwrap();
+        Sandbox { dir }
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// bash with a clean environment, the search confined to the sandbox.
+    fn bash(&self, script: &str, envs: &[(&str, &str)]) -> Output {
+        let mut cmd = Command::new("bash");
+        cmd.arg("-c").arg(script).env_clear();
+        cmd.env("PATH", std::env::var("PATH").unwrap_or_default());
+        cmd.env("HOME", self.path().join("home"));
+        cmd.env("NPU_ASCEND_ROOTS", self.path().join("roots"));
+        cmd.env("NPU_CANN_INSTALL_INFO", self.path().join("install.info"));
+        cmd.env("ENV_NPU", template("env_npu.sh"));
+        cmd.current_dir(self.path());
+        for (k, v) in envs {
+            cmd.env(k, v);
+        }
+        cmd.output().unwrap()
+    }
+
+    /// A fake CANN `set_env.sh` at `root/<layout>/set_env.sh` that counts how often it runs and,
+    /// like the real one, reads possibly-unset variables.
+    fn fake_cann(&self, root: &Path, layout: &str) -> PathBuf {
+        let dir = root.join(layout);
+        fs::create_dir_all(&dir).unwrap();
+        let script = dir.join("set_env.sh");
+        fs::write(
+            &script,
+            format!(
+                "export ASCEND_HOME_PATH={home}/latest\n\
+                 export ASCEND_OPP_PATH=$ASCEND_HOME_PATH/opp\n\
+                 export LD_LIBRARY_PATH=$ASCEND_HOME_PATH/lib64:$LD_LIBRARY_PATH\n\
+                 export PATH=$ASCEND_HOME_PATH/bin:$PATH\n\
+                 echo sourced >> {count}\n",
+                home = dir.display(),
+                count = self.path().join("count").display()
+            ),
+        )
+        .unwrap();
+        script
+    }
+
+    fn times_sourced(&self) -> usize {
+        fs::read_to_string(self.path().join("count")).map_or(0, |s| s.lines().count())
+    }
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn shell_templates_pass_shellcheck() {
+    let status = Command::new("shellcheck").arg("--version").output();
+    assert!(
+        status.is_ok(),
+        "shellcheck is required for this test and was not found on PATH; install it (apt-get install -y shellcheck)"
+    );
+    let dir = template("");
+    let out = Command::new("shellcheck")
+        .args(["-x", "--severity=style", "env_npu.sh", "train.sh"])
+        .current_dir(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "shellcheck found problems:\n{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+}
+
+#[test]
+fn env_finds_the_toolkit_layout_and_is_idempotent_under_set_u() {
+    let sb = Sandbox::new();
+    let set_env = sb.fake_cann(&sb.path().join("roots"), "ascend-toolkit");
+    let out = sb.bash(
+        r#"set -euo pipefail
+        . "$ENV_NPU"; first="$(env | sort)"
+        . "$ENV_NPU"; second="$(env | sort)"
+        [ "$first" = "$second" ] && echo same
+        echo "home=$ASCEND_HOME_PATH"
+        echo "sourced=$NPU_ENV_CANN_SOURCED"
+        echo "tq=$TASK_QUEUE_ENABLE alloc=$PYTORCH_NPU_ALLOC_CONF""#,
+        &[],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}{}", stderr(&out));
+    assert!(
+        text.contains("same\n"),
+        "environment changed on the second source:\n{text}"
+    );
+    assert!(
+        text.contains(&format!("sourced={}", set_env.display())),
+        "{text}"
+    );
+    assert!(
+        text.contains("tq=2 alloc=expandable_segments:True"),
+        "{text}"
+    );
+    assert_eq!(sb.times_sourced(), 1, "set_env.sh must run once");
+    assert!(!stderr(&out).contains("warning"), "{}", stderr(&out));
+}
+
+#[test]
+fn env_reads_install_path_from_the_install_record_for_the_cann_layout() {
+    let sb = Sandbox::new();
+    let root = sb.path().join("opt/my ascend");
+    let set_env = sb.fake_cann(&root, "cann");
+    fs::write(
+        sb.path().join("install.info"),
+        format!("Install_Path={}\nOther=1", root.display()),
+    )
+    .unwrap();
+    let out = sb.bash(r#"set -u; . "$ENV_NPU"; echo "$NPU_ENV_CANN_SOURCED""#, &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), set_env.display().to_string());
+}
+
+#[test]
+fn env_explicit_set_env_wins_and_preloaded_cann_is_not_sourced_again() {
+    let sb = Sandbox::new();
+    let other = sb.fake_cann(&sb.path().join("elsewhere"), "x");
+    sb.fake_cann(&sb.path().join("roots"), "ascend-toolkit");
+    let explicit = other.display().to_string();
+    let out = sb.bash(
+        r#"set -u; . "$ENV_NPU"; echo "$NPU_ENV_CANN_SOURCED""#,
+        &[("NPU_CANN_SET_ENV", &explicit)],
+    );
+    assert_eq!(stdout(&out).trim(), explicit);
+    let sb = Sandbox::new();
+    sb.fake_cann(&sb.path().join("roots"), "ascend-toolkit");
+    let out = sb.bash(
+        r#"set -u; . "$ENV_NPU"; echo "$NPU_ENV_CANN_SOURCED""#,
+        &[
+            ("ASCEND_HOME_PATH", "/pre"),
+            ("ASCEND_OPP_PATH", "/pre/opp"),
+        ],
+    );
+    assert_eq!(stdout(&out).trim(), "preloaded:/pre");
+    assert_eq!(sb.times_sourced(), 0);
+}
+
+#[test]
+fn env_warns_clearly_without_cann_and_still_sets_the_performance_defaults() {
+    let sb = Sandbox::new();
+    let out = sb.bash(
+        r#"set -euo pipefail; . "$ENV_NPU"; echo "tq=$TASK_QUEUE_ENABLE hccl=$HCCL_CONNECT_TIMEOUT""#,
+        &[],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("tq=2 hccl=1200"));
+    let err = stderr(&out);
+    assert!(err.contains("CANN set_env.sh not found"), "{err}");
+    assert!(err.contains("NPU_CANN_SET_ENV"), "{err}");
+}
+
+#[test]
+fn env_every_default_can_be_overridden_by_the_caller() {
+    let text = fs::read_to_string(template("env_npu.sh")).unwrap();
+    let defaults: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix(": \"${"))
+        .filter_map(|l| l.split_once(":="))
+        .map(|(k, v)| (k.to_owned(), v.trim_end_matches("}\"").to_owned()))
+        .filter(|(k, _)| !k.starts_with("NPU_"))
+        .collect();
+    assert!(defaults.len() >= 12, "{defaults:?}");
+    let sb = Sandbox::new();
+    let mut script = String::from(". \"$ENV_NPU\" 2>/dev/null\n");
+    let mut envs = Vec::new();
+    for (k, _) in &defaults {
+        let _ = writeln!(script, "echo \"{k}=${{{k}}}\"");
+        envs.push((k.as_str(), "caller-value"));
+    }
+    let out = sb.bash(&script, &envs);
+    for (k, _) in &defaults {
+        assert!(
+            stdout(&out).contains(&format!("{k}=caller-value\n")),
+            "{k} did not keep the caller's value:\n{}",
+            stdout(&out)
+        );
+    }
+    // And without the caller's values, each default reaches the environment of child processes.
+    let mut script = String::from(". \"$ENV_NPU\" 2>/dev/null\nenv\n");
+    script.push_str("true\n");
+    let out = sb.bash(&script, &[]);
+    for (k, v) in &defaults {
+        assert!(
+            stdout(&out).contains(&format!("\n{k}={v}\n")),
+            "{k}={v} is not exported:\n{}",
+            stdout(&out)
+        );
+    }
+}
+
+#[test]
+fn env_gives_every_performance_variable_a_reason() {
+    let text = fs::read_to_string(template("env_npu.sh")).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    for (i, line) in lines.iter().enumerate() {
+        if line.starts_with(": \"${") && !line.contains("${NPU_") {
+            assert!(
+                i > 0 && lines[i - 1].starts_with("# "),
+                "line {}: `{line}` has no one-line reason above it",
+                i + 1
+            );
+        }
+    }
+    // Every variable of the NPU-FACTS performance table is either set or named as left alone.
+    for var in [
+        "TASK_QUEUE_ENABLE",
+        "CPU_AFFINITY_CONF",
+        "PYTORCH_NPU_ALLOC_CONF",
+        "COMBINED_ENABLE",
+        "MULTI_STREAM_MEMORY_REUSE",
+        "HCCL_OP_BASE_FFTS_MODE_ENABLE",
+        "HCCL_WHITELIST_DISABLE",
+        "HCCL_CONNECT_TIMEOUT",
+        "HCCL_EXEC_TIMEOUT",
+        "HCCL_BUFFSIZE",
+        "INF_NAN_MODE_ENABLE",
+        "ASCEND_LAUNCH_BLOCKING",
+        "ACLNN_CACHE_LIMIT",
+        "ASCEND_GLOBAL_LOG_LEVEL",
+        "ASCEND_SLOG_PRINT_TO_STDOUT",
+        "TORCH_NPU_FALLBACK_CPU_DISABLE",
+    ] {
+        assert!(text.contains(var), "env_npu.sh does not mention {var}");
+    }
+    assert!(text.contains("NPU-FACTS.md"));
+}
+
+/// A project with `migrate_to_cloudrobo/{env_npu.sh,train.sh}` copied from the templates.
+fn project(sb: &Sandbox) -> PathBuf {
+    let mig = sb.path().join("proj/migrate_to_cloudrobo");
+    fs::create_dir_all(&mig).unwrap();
+    for name in ["env_npu.sh", "train.sh"] {
+        fs::copy(template(name), mig.join(name)).unwrap();
+    }
+    sb.path().join("proj")
+}
+
+fn train(sb: &Sandbox, project: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg("migrate_to_cloudrobo/train.sh")
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("HOME", sb.path().join("home"))
+        .env("NPU_ASCEND_ROOTS", sb.path().join("roots"))
+        .env("NPU_CANN_INSTALL_INFO", sb.path().join("install.info"))
+        .current_dir(project);
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    cmd.output().unwrap()
+}
+
+fn logs(project: &Path) -> Vec<PathBuf> {
+    let mut logs: Vec<PathBuf> = fs::read_dir(project.join("migrate_to_cloudrobo/logs"))
+        .map(|d| d.map(|e| e.unwrap().path()).collect())
+        .unwrap_or_default();
+    logs.sort();
+    logs
+}
+
+#[test]
+fn train_forwards_arguments_unchanged_logs_and_keeps_the_exit_code() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let out = train(
+        &sb,
+        &proj,
+        &[
+            "sh",
+            "-c",
+            r#"printf '[%s]' "$@"; echo; echo to-stderr >&2; exit 7"#,
+            "argv0",
+            "a b",
+            "",
+            "c\"d'e",
+            "$HOME",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(7), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains("[a b][][c\"d'e][$HOME]\n"),
+        "{}",
+        stdout(&out)
+    );
+    // stderr is merged into the shown output, as with 2>&1 | tee.
+    assert!(stdout(&out).contains("to-stderr"));
+    let logs = logs(&proj);
+    assert_eq!(logs.len(), 1);
+    let name = logs[0].file_name().unwrap().to_string_lossy().into_owned();
+    assert!(
+        name.starts_with("train_") && Path::new(&name).extension().is_some_and(|e| e == "log"),
+        "{name}"
+    );
+    let log = fs::read_to_string(&logs[0]).unwrap();
+    assert!(log.starts_with("# command: sh -c"), "{log}");
+    assert!(log.contains("[a b][][c\"d'e][$HOME]\nto-stderr\n"), "{log}");
+    assert!(log.ends_with("# exit code: 7\n"), "{log}");
+    assert!(stderr(&out).contains("train.sh: logging to"));
+}
+
+#[test]
+fn train_sets_pythonpath_and_the_environment() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let out = train(
+        &sb,
+        &proj,
+        &[
+            "sh",
+            "-c",
+            "echo \"pp=$PYTHONPATH\"; echo \"tq=$TASK_QUEUE_ENABLE\"; echo \"unbuf=$PYTHONUNBUFFERED\"",
+        ],
+        &[("PYTHONPATH", "/existing"), ("TASK_QUEUE_ENABLE", "1")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mig = fs::canonicalize(proj.join("migrate_to_cloudrobo")).unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("pp={}:/existing\n", mig.display())),
+        "{text}"
+    );
+    assert!(text.contains("tq=1\n"), "{text}");
+    assert!(text.contains("unbuf=1\n"), "{text}");
+}
+
+#[test]
+fn train_reports_a_missing_command_with_127_and_no_command_with_usage() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let out = train(&sb, &proj, &["no-such-command-npu-test"], &[]);
+    assert_eq!(out.status.code(), Some(127));
+    let log = fs::read_to_string(&logs(&proj)[0]).unwrap();
+    assert!(log.contains("not found"), "{log}");
+    let out = train(&sb, &proj, &[], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("usage: bash migrate_to_cloudrobo/train.sh"));
+}
