@@ -1,6 +1,7 @@
 """Autocast for the emulated device: ``torch.autocast("npu", dtype=...)``.
 
-Ops not listed fall through the AutocastPrivateUse1 key unchanged; float64 tensors are never cast (as on CUDA). The lists follow torch's CUDA autocast lists
+Ops not listed fall through the AutocastPrivateUse1 key unchanged; float64 tensors are never cast (as on
+CUDA). The lists follow torch's CUDA autocast lists
 (torch_npu mirrors them): matmul-like ops run in the autocast dtype, numerically sensitive ops in float32.
 """
 
@@ -73,11 +74,7 @@ FLOAT32 = (
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
     if isinstance(value, torch.Tensor):
-        if (
-            value.is_floating_point()
-            and value.device.type == "npu"
-            and value.dtype not in (dtype, torch.float64)
-        ):
+        if value.is_floating_point() and value.device.type == "npu" and value.dtype not in (dtype, torch.float64):
             return value.to(dtype)
         return value
     if isinstance(value, (list, tuple)):

@@ -162,11 +162,8 @@ def _zero(device: Any = None) -> int:
     return 0
 
 
-
-
 def reset_peak_memory_stats(device: Any = None) -> None:
     _index(device)
-
 
 
 def get_amp_supported_dtype() -> list[torch.dtype]:
@@ -190,7 +187,7 @@ def is_jit_compile_false() -> bool:
     return not _compile_mode["jit_compile"]
 
 
-class device:  # noqa: N801 - mirrors torch.cuda.device
+class device:
     """Context manager selecting a device; only ``npu:0`` exists."""
 
     def __init__(self, device: Any) -> None:
@@ -282,12 +279,10 @@ class Event:
         return (end_event._time - self._time) * 1000.0
 
 
-class autocast(torch.amp.autocast):  # noqa: N801 - mirrors torch.cuda.amp.autocast
+class autocast(torch.amp.autocast):
     """``torch.npu.amp.autocast``: ``torch.autocast("npu", ...)``."""
 
-    def __init__(
-        self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True
-    ) -> None:
+    def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True) -> None:
         super().__init__("npu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
 
 

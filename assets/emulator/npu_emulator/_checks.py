@@ -154,7 +154,8 @@ def _pow(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: list[to
         return
     dtype = base.dtype
     if (dtype in _HALF or not (dtype.is_floating_point or dtype.is_complex)) and _is_fractional(exponent):
-        real = f"pow with a fractional exponent does not support at::ScalarType::{_scalar_type_name(dtype)} on the npu device"
+        name = _scalar_type_name(dtype)
+        real = f"pow with a fractional exponent does not support at::ScalarType::{name} on the npu device"
         detail = f"{func} on a {dtype} npu tensor with exponent {float(exponent)}; cast the base to float32 first"
         raise EmulatedNPUError(emulated_message(real, detail, _source("pow_fractional")))
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -66,6 +67,12 @@ def _via_dispatch(op: Any) -> Any:
     return kernel
 
 
+def _pin_memory(tensor: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
+    """Pinned host memory is not emulated: ``pin_memory()`` (DataLoader(pin_memory=True)) returns a copy."""
+    del device
+    return tensor.clone()
+
+
 def _sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -116,6 +123,10 @@ def install() -> None:
     for name in _BYPASSING_PYTHON_KEY:
         lib.impl(name, _via_dispatch(getattr(torch.ops.aten, name).default), "PrivateUse1")
     lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
+    with warnings.catch_warnings():
+        # Replaces torch's CPU kernel, which would ask the npu hooks for a pinned allocator they cannot give.
+        warnings.simplefilter("ignore")
+        lib.impl("_pin_memory", _pin_memory, "CPU")
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _state["libs"] = (lib, global_lib)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 #: group name -> (what it enforces, where the rule comes from)
 RESTRICTIONS: dict[str, tuple[str, str]] = {

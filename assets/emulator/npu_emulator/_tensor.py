@@ -184,11 +184,12 @@ class NPUTensor(torch.Tensor):
         if kwargs:
             for key, value in kwargs.items():
                 if key == "device" and value is not None:
-                    if torch.device(value).type == "npu":
-                        _checks.check_device_index(torch.device(value), func)
-                        value = torch.device("cpu")
-                    else:
-                        to_device = False
+                    target = torch.device(value)
+                    if target.type == "npu":
+                        _checks.check_device_index(target, func)
+                        new_kwargs[key] = torch.device("cpu")
+                        continue
+                    to_device = False
                 new_kwargs[key] = unwrap(value)
 
         if cpu_dense and npu_dtypes and packet not in _CROSS_DEVICE_OK:

@@ -78,7 +78,8 @@ def _check_mask_shape(mask: torch.Tensor, b: int, n: int, sq: int, skv: int, spa
     accepted = {(b, n, sq, skv), (b, 1, sq, skv), (1, 1, sq, skv), (sq, skv)}
     if shape not in accepted:
         detail = f"atten_mask {list(shape)}; accepted [B,N,Sq,Skv], [B,1,Sq,Skv], [1,1,Sq,Skv], [Sq,Skv]"
-        raise _fail("call aclnnFlashAttentionScore failed, error code is 561103 ... get unsupported atten_mask shape", detail)
+        real = "call aclnnFlashAttentionScore failed, error code is 561103 ... get unsupported atten_mask shape"
+        raise _fail(real, detail)
 
 
 @functools.cache

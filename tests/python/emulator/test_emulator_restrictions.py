@@ -10,7 +10,6 @@ import npu_emulator
 from npu_emulator import EmulatedNPUError
 
 
-
 def _assert_message(error: BaseException, real: str, source: str) -> None:
     text = str(error)
     assert real in text
@@ -75,8 +74,7 @@ def test_numpy_on_device_tensor(npu: torch.device) -> None:
     assert isinstance(caught.value, EmulatedNPUError)
     _assert_message(
         caught.value,
-        "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory "
-        "first.",
+        "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first.",
         ".numpy() check",
     )
     with pytest.raises(TypeError, match="can't convert npu:0"):
