@@ -73,5 +73,9 @@ if [ "${npu_status[1]}" -ne 0 ]; then
         "${npu_status[1]}" >&2
 fi
 
+# The command's last line may lack a newline: keep the footer on a line of its own.
+if [ -n "$(tail -c 1 -- "$npu_log")" ]; then
+    printf '\n' >>"$npu_log"
+fi
 printf '# exit code: %s\n' "$status" >>"$npu_log"
 exit "$status"

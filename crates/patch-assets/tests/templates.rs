@@ -372,3 +372,13 @@ fn train_reports_a_missing_command_with_127_and_no_command_with_usage() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("usage: bash migrate_to_cloudrobo/train.sh"));
 }
+
+#[test]
+fn train_log_footer_stays_on_its_own_line() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let out = train(&sb, &proj, &["printf", "no-newline"], &[]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let log = fs::read_to_string(&logs(&proj)[0]).unwrap();
+    assert!(log.ends_with("\nno-newline\n# exit code: 0\n"), "{log}");
+}
