@@ -374,3 +374,32 @@ fn sigint_is_forwarded_and_the_command_shutdown_output_is_logged() {
         "{log}"
     );
 }
+
+#[test]
+fn a_closed_stdout_does_not_stop_the_command_or_the_log() {
+    let p = Project::new();
+    let mut child = p
+        .command(&["seq", "1", "100000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    reader.read_line(&mut first).unwrap();
+    assert_eq!(first, "1\n");
+    drop(reader);
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("stdout was closed"),
+        "{}",
+        stderr(&out)
+    );
+    let log = p.only_log();
+    assert!(
+        log.ends_with("\n99999\n100000\n# exit code: 0\n"),
+        "{}",
+        &log[log.len() - 60..]
+    );
+}
