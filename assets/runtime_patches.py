@@ -232,6 +232,7 @@ class Float64To32(_Patch):
 
     def install(self) -> None:
         fire = self.fired
+        self._keep_storage_maps()
         self.swap(torch, "float64", _FLOAT32)
         self.swap(torch, "double", _FLOAT32)
         self.swap_item(copyreg.dispatch_table, torch.dtype, _reduce_dtype)
@@ -299,6 +300,24 @@ class Float64To32(_Patch):
             return orig_tensor(data, *args, **kwargs)
 
         self.finish_placeholder(torch, "tensor", tensor)
+
+    def _keep_storage_maps(self) -> None:
+        # torch.storage rebuilds its dtype -> "DoubleStorage" map from torch.double on every call (pickling and
+        # torch.save of tensors use it) and caches the inverse map forever on first use: both must see the real
+        # float64, or float64 tensors cannot be saved and float64 checkpoints would load as float32 bytes.
+        storage = sys.modules.get("torch.storage")
+        builder = getattr(storage, "_dtype_to_storage_type_map", None)
+        if builder is None:
+            return
+        fixed = dict(builder())
+        inverse = getattr(storage, "_storage_type_to_dtype_map", None)
+        if inverse is not None:
+            inverse()
+
+        def dtype_to_storage_type_map() -> dict[torch.dtype, str]:
+            return dict(fixed)
+
+        self.swap(storage, "_dtype_to_storage_type_map", dtype_to_storage_type_map)
 
     def _hook_device_method(self, method: str) -> None:
         fire = self.fired
