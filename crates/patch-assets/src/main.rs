@@ -11,7 +11,7 @@ use patch_assets::catalog::{self, Source};
 use patch_assets::install::{self, Action, Outcome};
 use patch_assets::summary::{self, Written};
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 const AFTER_HELP: &str = "\
@@ -183,11 +183,13 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
         }
         Command::Extract { dir, force } => {
             let outcomes = install::extract(&dir, force, &source)?;
-            report(&mut out, &outcomes, None)?;
+            let again = format!("npu-assets extract {} --force", dir.display());
+            report(&mut out, &outcomes, &again)?;
         }
         Command::Init { project, force } => {
             let outcomes = install::init(&project, force, &source)?;
-            report(&mut out, &outcomes, Some(&project))?;
+            let again = format!("npu-assets init {} --force", project.display());
+            report(&mut out, &outcomes, &again)?;
             if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {
                 return Err(Error::MissingAsset {
                     path: missing.asset.clone(),
@@ -235,20 +237,12 @@ fn run(command: Command) -> Result<ExitCode, Failure> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// One line per file on stdout (`ACTION  PATH`); how to compare kept files on stderr.
-fn report(
-    out: &mut impl Write,
-    outcomes: &[Outcome],
-    project: Option<&Path>,
-) -> std::io::Result<()> {
+/// One line per file on stdout (`ACTION  PATH`); for kept files, how to compare and replace on stderr.
+fn report(out: &mut impl Write, outcomes: &[Outcome], again: &str) -> std::io::Result<()> {
     for o in outcomes {
         writeln!(out, "{:<9} {}", o.action.as_str(), o.target.display())?;
     }
     for o in outcomes.iter().filter(|o| o.action == Action::Kept) {
-        let again = project.map_or_else(
-            || "npu-assets extract <dir> --force".to_owned(),
-            |p| format!("npu-assets init {} --force", p.display()),
-        );
         eprintln!(
             "npu-assets: kept {}: it differs from the shipped {} (changed by you?)\n  compare: npu-assets show {} | diff - {}\n  replace: {again}",
             o.target.display(),

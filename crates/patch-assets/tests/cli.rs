@@ -256,6 +256,7 @@ fn extract_writes_every_asset_and_keeps_differences() {
     fs::write(&train, "changed").unwrap();
     let out = npu_assets(&["extract", "out"], dir.path());
     assert!(stdout(&out).contains("kept      out/templates/train.sh\n"));
+    assert!(stderr(&out).contains("replace: npu-assets extract out --force"));
     assert_eq!(fs::read_to_string(&train).unwrap(), "changed");
 }
 
