@@ -289,3 +289,54 @@ mod tests {
         assert_eq!(shell_quote(""), "''");
     }
 }
+
+/// A warning when `ASCEND_RT_VISIBLE_DEVICES` would not select what it seems to. Per
+/// NPU-FACTS.md the runtime wants ascending ids and stops parsing at the first space or bad id
+/// (`"1, 2,3"` selects only device 1), silently.
+pub fn check_visible_devices(value: &str) -> Option<String> {
+    let mut previous: Option<u32> = None;
+    for (i, token) in value.split(',').enumerate() {
+        let problem = match token.parse::<u32>() {
+            _ if token.trim() != token || token.is_empty() => "a space or an empty id",
+            Err(_) => "an id that is not a number",
+            Ok(id) if previous.is_some_and(|p| id <= p) => "ids not in ascending order",
+            Ok(id) => {
+                previous = Some(id);
+                continue;
+            }
+        };
+        let used = value.split(',').take(i).collect::<Vec<_>>().join(",");
+        let used = if used.is_empty() {
+            "no device".to_owned()
+        } else {
+            format!("only `{used}`")
+        };
+        return Some(format!(
+            "ASCEND_RT_VISIBLE_DEVICES=`{value}` has {problem}; the runtime stops reading there and uses {used} (write ascending ids with commas only, e.g. `0,1,2,3`)"
+        ));
+    }
+    None
+}
+
+#[cfg(test)]
+mod visible_devices_tests {
+    use super::check_visible_devices;
+
+    #[test]
+    fn well_formed_lists_pass() {
+        assert_eq!(check_visible_devices("0"), None);
+        assert_eq!(check_visible_devices("0,1,2,3"), None);
+        assert_eq!(check_visible_devices("1,4,7"), None);
+    }
+
+    #[test]
+    fn the_runtime_traps_are_explained() {
+        let w = check_visible_devices("1, 2,3").unwrap();
+        assert!(w.contains("a space") && w.contains("only `1`"), "{w}");
+        let w = check_visible_devices("2,1").unwrap();
+        assert!(w.contains("ascending") && w.contains("only `2`"), "{w}");
+        let w = check_visible_devices("npu0").unwrap();
+        assert!(w.contains("not a number") && w.contains("no device"), "{w}");
+        assert!(check_visible_devices("0,,1").unwrap().contains("empty id"));
+    }
+}

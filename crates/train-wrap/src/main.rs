@@ -103,6 +103,11 @@ fn run(cli: &Cli) -> train_wrap::Result<u8> {
     for note in &plan.notes {
         eprintln!("npu-train: warning: {note}");
     }
+    if let Ok(devices) = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        && let Some(warning) = env::check_visible_devices(&devices)
+    {
+        eprintln!("npu-train: warning: {warning}");
+    }
     let log_dir = cli
         .log_dir
         .clone()

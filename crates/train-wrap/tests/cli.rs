@@ -403,3 +403,20 @@ fn a_closed_stdout_does_not_stop_the_command_or_the_log() {
         &log[log.len() - 60..]
     );
 }
+
+#[test]
+fn a_malformed_device_list_is_warned_about_and_passed_on_unchanged() {
+    let p = Project::new();
+    let out = p
+        .command(&["sh", "-c", "echo \"[$ASCEND_RT_VISIBLE_DEVICES]\""])
+        .env("ASCEND_RT_VISIBLE_DEVICES", "1, 2,3")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    assert_eq!(stdout(&out), "[1, 2,3]\n");
+    assert!(
+        stderr(&out).contains("npu-train: warning: ASCEND_RT_VISIBLE_DEVICES=`1, 2,3` has a space"),
+        "{}",
+        stderr(&out)
+    );
+}
