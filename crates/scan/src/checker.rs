@@ -1,0 +1,607 @@
+//! The one visitor: walks a parsed file once, keeps the semantic model current, records the
+//! engine's own facts (imports, entry points, NPU setup) and calls every enabled rule's hooks.
+//! Also the contexts for config-file and project-level hooks.
+
+use crate::project::{EntryKind, EntryMarker, FileFacts, ImportFact, Project, Site};
+use crate::rules::RuleInfo;
+use crate::semantic::{self, ImportGuard, Semantic};
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use crate::source::{LineIndex, TextRange, TextSize};
+use crate::walk::{self, Visitor};
+use issue_model::Related;
+
+/// A finding, located, before it becomes an issue.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    pub rule: &'static str,
+    /// Relative `/` path.
+    pub file: String,
+    pub line: u32,
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+    pub symbol: Option<String>,
+    pub snippet: String,
+    pub message: String,
+    pub related: Vec<Related>,
+}
+
+/// A source file's text and position map.
+#[derive(Debug)]
+pub struct SourceFile<'a> {
+    pub path: &'a str,
+    pub text: &'a str,
+    pub index: &'a LineIndex,
+}
+
+impl SourceFile<'_> {
+    /// 1-based (line, character column) of a byte offset.
+    pub fn position(&self, offset: TextSize) -> (u32, u32) {
+        self.index.position(self.text, offset)
+    }
+
+    /// The lines a range covers, trimmed, at most five of them.
+    pub fn snippet(&self, line: u32, end_line: u32) -> String {
+        let end = end_line.clamp(line, line.saturating_add(4));
+        (line..=end)
+            .map(|l| self.index.line_text(self.text, l).trim())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// The source text of a range (empty if out of bounds).
+    pub fn slice(&self, range: TextRange) -> &str {
+        self.text
+            .get(usize::from(range.start())..usize::from(range.end()))
+            .unwrap_or("")
+    }
+}
+
+fn locate(file: &SourceFile<'_>, range: TextRange) -> (u32, u32, u32, u32) {
+    let (line, column) = file.position(range.start());
+    let (end_line, end_column) = file.position(range.end());
+    (line, column, end_line.max(line), end_column)
+}
+
+/// The context a rule's Python hooks get: the file, the semantic model, and where to report.
+pub struct Checker<'a> {
+    file: SourceFile<'a>,
+    semantic: Semantic<'a>,
+    rules: &'a [&'static RuleInfo],
+    current: &'static str,
+    findings: Vec<Finding>,
+    facts: FileFacts,
+}
+
+impl<'a> Checker<'a> {
+    pub(crate) fn new(file: SourceFile<'a>, rules: &'a [&'static RuleInfo]) -> Checker<'a> {
+        let facts = FileFacts {
+            path: file.path.to_owned(),
+            ..FileFacts::default()
+        };
+        Checker {
+            semantic: Semantic::new(file.path),
+            file,
+            rules,
+            current: "",
+            findings: Vec::new(),
+            facts,
+        }
+    }
+
+    /// Walk `body` once, calling every rule's hooks; returns the findings and the file's facts.
+    pub(crate) fn run(mut self, body: &'a [Stmt]) -> (Vec<Finding>, FileFacts) {
+        self.semantic.prebind_module(body);
+        self.visit_body(body);
+        let rules = self.rules;
+        for rule in rules {
+            self.current = rule.id;
+            rule.check.file_end(&mut self, body);
+        }
+        (self.findings, self.facts)
+    }
+
+    /// The semantic model at the current point of the walk.
+    pub fn semantic(&self) -> &Semantic<'a> {
+        &self.semantic
+    }
+
+    /// The file being checked.
+    pub fn file(&self) -> &SourceFile<'a> {
+        &self.file
+    }
+
+    /// Relative `/` path of the file.
+    pub fn path(&self) -> &str {
+        self.file.path
+    }
+
+    /// The source text of a node.
+    pub fn slice(&self, range: TextRange) -> &str {
+        self.file.slice(range)
+    }
+
+    /// Report a finding of the running rule at `range`, in the current symbol. Returns it so
+    /// that the caller can add `related` places.
+    pub fn report(&mut self, range: TextRange, message: impl Into<String>) -> &mut Finding {
+        let (line, column, end_line, end_column) = locate(&self.file, range);
+        let finding = Finding {
+            rule: self.current,
+            file: self.file.path.to_owned(),
+            line,
+            column,
+            end_line,
+            end_column,
+            symbol: self.semantic.symbol(),
+            snippet: self.file.snippet(line, end_line),
+            message: message.into(),
+            related: Vec::new(),
+        };
+        self.findings.push(finding);
+        let last = self.findings.len() - 1;
+        &mut self.findings[last]
+    }
+
+    /// A related place in this file, for [`Finding::related`].
+    pub fn related(&self, range: TextRange, note: impl Into<String>) -> Related {
+        let (line, column) = self.file.position(range.start());
+        Related {
+            file: self.file.path.to_owned(),
+            line,
+            column,
+            note: note.into(),
+        }
+    }
+
+    /// Record a fact about a place under `key`, for the running rule's [`crate::rules::Rule::project`]
+    /// hook (which reads it back with [`ProjectChecker::notes`]).
+    pub fn note(&mut self, key: &'static str, range: TextRange, note: impl Into<String>) {
+        let site = self.site(range, note.into());
+        self.facts.notes.entry(key).or_default().push(site);
+    }
+
+    fn site(&self, range: TextRange, note: String) -> Site {
+        let (line, column, end_line, end_column) = locate(&self.file, range);
+        Site {
+            line,
+            column,
+            end_line,
+            end_column,
+            snippet: self.file.snippet(line, line),
+            symbol: self.semantic.symbol(),
+            note,
+        }
+    }
+
+    fn dispatch_stmt(&mut self, stmt: &'a Stmt) {
+        let rules = self.rules;
+        for rule in rules {
+            self.current = rule.id;
+            rule.check.stmt(self, stmt);
+        }
+    }
+
+    fn dispatch_expr(&mut self, expr: &'a Expr) {
+        let rules = self.rules;
+        for rule in rules {
+            self.current = rule.id;
+            rule.check.expr(self, expr);
+        }
+    }
+
+    // ---- the engine's own facts --------------------------------------------------------
+
+    fn record_import(&mut self, stmt: &Stmt) {
+        let line = self.file.position(stmt.start()).0;
+        let mut modules: Vec<Vec<String>> = Vec::new();
+        match stmt {
+            Stmt::Import(import) => {
+                for alias in &import.names {
+                    modules.push(vec![alias.name.as_str().to_owned()]);
+                }
+            }
+            Stmt::ImportFrom(from) => {
+                let level = from.level.as_ref().map_or(0, ast::Int::to_u32);
+                let Some(module) = self
+                    .semantic
+                    .import_from_module(level, from.module.as_ref().map(ast::Identifier::as_str))
+                else {
+                    return;
+                };
+                for alias in &from.names {
+                    let name = alias.name.as_str();
+                    let mut candidates = Vec::new();
+                    if name != "*" {
+                        candidates.push(if module.is_empty() {
+                            name.to_owned()
+                        } else {
+                            format!("{module}.{name}")
+                        });
+                    }
+                    if !module.is_empty() {
+                        candidates.push(module.clone());
+                    }
+                    modules.push(candidates);
+                }
+            }
+            _ => return,
+        }
+        for candidates in modules {
+            for c in &candidates {
+                let head = c.split('.').next().unwrap_or("");
+                if matches!(
+                    head,
+                    "torch" | "pytorch_lightning" | "lightning" | "accelerate"
+                ) {
+                    self.facts.uses_torch = true;
+                }
+                if head == "torch_npu" || c.ends_with("transfer_to_npu") {
+                    self.facts.sets_up_npu = true;
+                }
+            }
+            if !candidates.is_empty() {
+                self.facts.imports.push(ImportFact { candidates, line });
+            }
+        }
+    }
+
+    fn entry(&mut self, kind: EntryKind, range: TextRange, function: Option<String>) {
+        let site = self.site(range, String::new());
+        self.facts.entry_markers.push(EntryMarker {
+            kind,
+            site,
+            function,
+        });
+    }
+
+    fn record_decorators(&mut self, name: &str, decorators: &'a [Expr]) {
+        for d in decorators {
+            let qualified = match d {
+                Expr::Call(c) => self.semantic.resolve(&c.func),
+                other => self.semantic.resolve(other),
+            };
+            let Some(q) = qualified else { continue };
+            if q == "hydra.main" {
+                self.entry(EntryKind::Hydra, d.range(), Some(name.to_owned()));
+                if let Expr::Call(c) = d {
+                    self.facts.config.hydra_config_path = keyword_str(c, "config_path");
+                    self.facts.config.hydra_config_name = keyword_str(c, "config_name");
+                }
+            } else if q == "draccus.wrap" {
+                self.entry(EntryKind::Draccus, d.range(), Some(name.to_owned()));
+            }
+        }
+    }
+
+    fn record_call(&mut self, call: &'a ast::ExprCall, range: TextRange) {
+        let qualified = self.semantic.resolve(&call.func);
+        let last = match call.func.as_ref() {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.as_str(),
+            _ => "",
+        };
+        if matches!(last, "build_vla_patcher" | "build_npu_patcher") {
+            self.facts.sets_up_npu = true;
+        }
+        let first_arg_name = || match call.args.first() {
+            Some(Expr::Name(n)) => Some(n.id.as_str().to_owned()),
+            _ => None,
+        };
+        match qualified.as_deref() {
+            Some("fire.Fire") => self.entry(EntryKind::Fire, range, first_arg_name()),
+            Some("tyro.cli") => self.entry(EntryKind::Tyro, range, first_arg_name()),
+            Some(q) if q.ends_with("LightningCLI") => {
+                self.entry(EntryKind::LightningCli, range, None);
+            }
+            _ => {}
+        }
+        if last == "add_argument" {
+            for arg in &call.args {
+                if let Expr::Constant(c) = arg
+                    && let ast::Constant::Str(flag) = &c.value
+                    && flag.starts_with('-')
+                {
+                    let lower = flag.to_ascii_lowercase();
+                    if (lower.contains("config") || lower.contains("cfg"))
+                        && !self.facts.config.flags.contains(flag)
+                    {
+                        self.facts.config.flags.push(flag.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    fn visit_function(
+        &mut self,
+        stmt: &'a Stmt,
+        name: &str,
+        decorators: &'a [Expr],
+        args: &'a ast::Arguments,
+        returns: Option<&'a Expr>,
+        body: &'a [Stmt],
+    ) {
+        for d in decorators {
+            self.visit_expr(d);
+        }
+        self.record_decorators(name, decorators);
+        self.visit_arguments(args);
+        if let Some(r) = returns {
+            self.visit_expr(r);
+        }
+        self.semantic.push_function(name, args, body, stmt.range());
+        self.visit_body(body);
+        self.semantic.pop_scope();
+    }
+}
+
+/// A string keyword argument of a call (`config_path="conf"`).
+fn keyword_str(call: &ast::ExprCall, name: &str) -> Option<String> {
+    call.keywords.iter().find_map(|k| {
+        if k.arg.as_ref().is_some_and(|a| a.as_str() == name)
+            && let Expr::Constant(c) = &k.value
+            && let ast::Constant::Str(s) = &c.value
+        {
+            Some(s.clone())
+        } else {
+            None
+        }
+    })
+}
+
+impl<'a> Visitor<'a> for Checker<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        self.dispatch_stmt(stmt);
+        self.semantic.push_stmt(stmt);
+        match stmt {
+            Stmt::Import(_) | Stmt::ImportFrom(_) => {
+                self.semantic.bind_import(stmt);
+                self.record_import(stmt);
+            }
+            Stmt::FunctionDef(f) => {
+                self.visit_function(
+                    stmt,
+                    f.name.as_str(),
+                    &f.decorator_list,
+                    &f.args,
+                    f.returns.as_deref(),
+                    &f.body,
+                );
+            }
+            Stmt::AsyncFunctionDef(f) => {
+                self.visit_function(
+                    stmt,
+                    f.name.as_str(),
+                    &f.decorator_list,
+                    &f.args,
+                    f.returns.as_deref(),
+                    &f.body,
+                );
+            }
+            Stmt::ClassDef(c) => {
+                for d in &c.decorator_list {
+                    self.visit_expr(d);
+                }
+                for b in &c.bases {
+                    self.visit_expr(b);
+                }
+                for k in &c.keywords {
+                    self.visit_keyword(k);
+                }
+                self.semantic.push_class(c);
+                self.visit_body(&c.body);
+                self.semantic.pop_scope();
+            }
+            Stmt::If(s) if semantic::is_main_guard_test(&s.test) => {
+                self.visit_expr(&s.test);
+                let at_module_level = self.semantic.scopes().len() == 1;
+                if at_module_level {
+                    let function = s.body.iter().find_map(|b| match b {
+                        Stmt::Expr(e) => match e.value.as_ref() {
+                            Expr::Call(c) => match c.func.as_ref() {
+                                Expr::Name(n) => Some(n.id.as_str().to_owned()),
+                                _ => None,
+                            },
+                            _ => None,
+                        },
+                        _ => None,
+                    });
+                    let test_range = TextRange::new(stmt.start(), s.test.end());
+                    self.entry(EntryKind::MainGuard, test_range, function);
+                }
+                self.semantic.enter_main_guard();
+                self.visit_body(&s.body);
+                self.semantic.exit_main_guard();
+                self.visit_body(&s.orelse);
+            }
+            Stmt::Try(t) if semantic::catches_import_error(&t.handlers) => {
+                self.semantic.enter_import_guard(ImportGuard {
+                    stmt: t,
+                    reraises: semantic::import_handler_reraises(&t.handlers),
+                });
+                self.visit_body(&t.body);
+                self.semantic.exit_import_guard();
+                for h in &t.handlers {
+                    self.visit_except_handler(h);
+                }
+                self.visit_body(&t.orelse);
+                self.visit_body(&t.finalbody);
+            }
+            _ => walk::walk_stmt(self, stmt),
+        }
+        self.semantic.pop_stmt();
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        self.dispatch_expr(expr);
+        if let Expr::Call(call) = expr {
+            self.record_call(call, expr.range());
+        }
+        self.semantic.push_expr(expr);
+        walk::walk_expr(self, expr);
+        self.semantic.pop_expr();
+    }
+}
+
+/// The context of a rule's [`crate::rules::Rule::config`] hook: one YAML/JSON/TOML file.
+pub struct ConfigChecker<'a> {
+    file: SourceFile<'a>,
+    current: &'static str,
+    findings: Vec<Finding>,
+}
+
+impl<'a> ConfigChecker<'a> {
+    pub(crate) fn new(file: SourceFile<'a>) -> ConfigChecker<'a> {
+        ConfigChecker {
+            file,
+            current: "",
+            findings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn run(mut self, rules: &[&'static RuleInfo]) -> Vec<Finding> {
+        for rule in rules {
+            self.current = rule.id;
+            rule.check.config(&mut self);
+        }
+        self.findings
+    }
+
+    /// Relative `/` path of the file.
+    pub fn path(&self) -> &str {
+        self.file.path
+    }
+
+    /// The extension, lower case: `yaml`, `yml`, `json` or `toml`.
+    pub fn extension(&self) -> String {
+        self.file
+            .path
+            .rsplit_once('.')
+            .map_or(String::new(), |(_, e)| e.to_ascii_lowercase())
+    }
+
+    /// The whole text.
+    pub fn text(&self) -> &'a str {
+        self.file.text
+    }
+
+    /// The file's lines, 1-based, without line endings.
+    pub fn lines(&self) -> impl Iterator<Item = (u32, &'a str)> + '_ {
+        let text = self.file.text;
+        (1..=u32::try_from(self.file.index.line_count()).unwrap_or(u32::MAX))
+            .map(move |l| (l, self.file.index.line_text(text, l)))
+    }
+
+    /// Report a finding of the running rule at a byte range of the text.
+    pub fn report(&mut self, range: TextRange, message: impl Into<String>) -> &mut Finding {
+        let (line, column, end_line, end_column) = locate(&self.file, range);
+        self.findings.push(Finding {
+            rule: self.current,
+            file: self.file.path.to_owned(),
+            line,
+            column,
+            end_line,
+            end_column,
+            symbol: None,
+            snippet: self.file.snippet(line, end_line),
+            message: message.into(),
+            related: Vec::new(),
+        });
+        let last = self.findings.len() - 1;
+        &mut self.findings[last]
+    }
+
+    /// Report a finding on 1-based `line`, from 0-based byte `start` to `end` within it.
+    pub fn report_in_line(
+        &mut self,
+        line: u32,
+        start: usize,
+        end: usize,
+        message: impl Into<String>,
+    ) -> &mut Finding {
+        let base = self.file.index.line_start(line);
+        let len = self.file.index.line_text(self.file.text, line).len();
+        let to = |n: usize| TextSize::try_from(base + n.min(len)).unwrap_or_default();
+        self.report(TextRange::new(to(start), to(end.max(start))), message)
+    }
+}
+
+/// The context of a rule's [`crate::rules::Rule::project`] hook: facts of every file.
+pub struct ProjectChecker<'a> {
+    project: &'a Project,
+    current: &'static str,
+    findings: Vec<Finding>,
+}
+
+impl<'a> ProjectChecker<'a> {
+    pub(crate) fn new(project: &'a Project) -> ProjectChecker<'a> {
+        ProjectChecker {
+            project,
+            current: "",
+            findings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn run(mut self, rules: &[&'static RuleInfo]) -> Vec<Finding> {
+        for rule in rules {
+            self.current = rule.id;
+            rule.check.project(&mut self);
+        }
+        self.findings
+    }
+
+    /// Facts of every file.
+    pub fn project(&self) -> &'a Project {
+        self.project
+    }
+
+    /// Sites noted under `key` in `file` by [`Checker::note`].
+    pub fn notes(&self, file: &str, key: &str) -> &'a [Site] {
+        self.project.notes(file, key)
+    }
+
+    /// Report a finding of the running rule at a noted site (or entry point) of `file`.
+    pub fn report(&mut self, file: &str, site: &Site, message: impl Into<String>) -> &mut Finding {
+        self.findings.push(Finding {
+            rule: self.current,
+            file: file.to_owned(),
+            line: site.line,
+            column: site.column,
+            end_line: site.end_line,
+            end_column: site.end_column,
+            symbol: site.symbol.clone(),
+            snippet: site.snippet.clone(),
+            message: message.into(),
+            related: Vec::new(),
+        });
+        let last = self.findings.len() - 1;
+        &mut self.findings[last]
+    }
+
+    /// A site for an entry point (its line, column and snippet).
+    pub fn entry_site(entry: &crate::project::EntryPoint) -> Site {
+        Site {
+            line: entry.line,
+            column: entry.column,
+            end_line: entry.line,
+            end_column: entry.column,
+            snippet: entry.snippet.clone(),
+            symbol: entry.symbol.clone(),
+            note: String::new(),
+        }
+    }
+
+    /// Report at line 1 of a file that is not Python (a `.cu` source).
+    pub fn report_file(&mut self, file: &str, message: impl Into<String>) -> &mut Finding {
+        let site = Site {
+            line: 1,
+            column: 1,
+            end_line: 1,
+            end_column: 1,
+            snippet: String::new(),
+            symbol: None,
+            note: String::new(),
+        };
+        self.report(file, &site, message)
+    }
+}

@@ -1,0 +1,489 @@
+//! The scan pipeline: walk, check every file on worker threads with large stacks, run the
+//! project-level hooks, apply suppressions and turn findings into issues.
+
+use crate::checker::{Checker, ConfigChecker, Finding, ProjectChecker, SourceFile};
+use crate::files::{self, FileEntry, FileKind};
+use crate::project::{FileFacts, Project};
+use crate::rules::{self, RuleInfo};
+use crate::source::{self, LineIndex, TextSize};
+use crate::suppress::Suppressions;
+use crate::{Error, Result, ScanResult, Settings, Stats, WALK_STACK_SIZE};
+use issue_model::{Issue, Status, Unparsed};
+use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Config files larger than this are data, not configuration: skipped.
+const MAX_CONFIG_SIZE: u64 = 2 * 1024 * 1024;
+
+/// What checking one file produced.
+#[derive(Debug, Default)]
+struct Outcome {
+    findings: Vec<Finding>,
+    unparsed: Option<Unparsed>,
+    facts: Option<FileFacts>,
+    suppressions: Suppressions,
+    lines: usize,
+    python: bool,
+    warnings: Vec<String>,
+}
+
+/// The rules a settings object enables, in registry order.
+pub(crate) fn enabled_rules(settings: &Settings) -> Result<Vec<&'static RuleInfo>> {
+    for id in settings.select.iter().chain(&settings.ignore) {
+        if id != "ALL" && rules::get(id).is_none() {
+            return Err(Error::UnknownRule {
+                id: id.clone(),
+                suggestion: suggest(id),
+            });
+        }
+    }
+    let selected = |id: &str| {
+        settings.select.is_empty() || settings.select.iter().any(|s| s == id || s == "ALL")
+    };
+    let ignored = |id: &str| settings.ignore.iter().any(|s| s == id || s == "ALL");
+    Ok(rules::registry()
+        .iter()
+        .copied()
+        .filter(|r| selected(r.id) && !ignored(r.id))
+        .collect())
+}
+
+fn suggest(id: &str) -> String {
+    let upper = id.to_ascii_uppercase();
+    let best = rules::registry()
+        .iter()
+        .map(|r| (strsim::levenshtein(&upper, r.id), r.id))
+        .min();
+    match best {
+        Some((d, known)) if d <= 2 => format!("; did you mean `{known}`?"),
+        _ => format!(
+            "; known ids: {}",
+            rules::registry()
+                .iter()
+                .map(|r| r.id)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Scan `root` with `rules`; returns the result and the project facts.
+pub(crate) fn run(
+    root: &Path,
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+) -> Result<(ScanResult, Project)> {
+    let started = Instant::now();
+    let meta = std::fs::metadata(root).map_err(|source| Error::Root {
+        path: root.to_owned(),
+        source,
+    })?;
+    let excludes = files::exclude_set(&settings.exclude).map_err(|source| Error::Exclude {
+        pattern: settings.exclude.join(", "),
+        source,
+    })?;
+    let threads = settings.threads();
+    let (entries, mut warnings) = if meta.is_file() {
+        let rel = files::relative(root, root);
+        let entry = FileEntry {
+            kind: if std::path::Path::new(&rel)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("py"))
+            {
+                FileKind::Python
+            } else {
+                FileKind::Config
+            },
+            rel,
+            path: root.to_owned(),
+        };
+        (vec![entry], Vec::new())
+    } else {
+        files::collect(root, &excludes, threads)
+    };
+
+    let python_rules: Vec<&'static RuleInfo> = rules.to_vec();
+    let outcomes = check_all(&entries, settings, &python_rules, threads)?;
+
+    let cuda_sources: Vec<String> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::CudaSource)
+        .map(|e| e.rel.clone())
+        .collect();
+    let config_files: Vec<String> = entries
+        .iter()
+        .filter(|e| e.kind == FileKind::Config)
+        .map(|e| e.rel.clone())
+        .collect();
+
+    let mut stats = Stats::default();
+    let mut findings = Vec::new();
+    let mut unparsed = Vec::new();
+    let mut facts = Vec::new();
+    let mut suppressions: HashMap<String, Suppressions> = HashMap::new();
+    for (entry, outcome) in entries.iter().zip(outcomes) {
+        if outcome.python {
+            stats.files += 1;
+            stats.lines += outcome.lines;
+        } else if entry.kind == FileKind::Config {
+            stats.config_files += 1;
+        }
+        findings.extend(outcome.findings);
+        warnings.extend(outcome.warnings);
+        if let Some(u) = outcome.unparsed {
+            unparsed.push(u);
+        }
+        if let Some(f) = outcome.facts {
+            facts.push(f);
+        }
+        for (line, column, id) in &outcome.suppressions.unknown {
+            warnings.push(format!(
+                "{}:{line}:{column}: unknown rule id `{id}` in a suppression comment",
+                entry.rel
+            ));
+        }
+        suppressions.insert(entry.rel.clone(), outcome.suppressions);
+    }
+    stats.cuda_sources = cuda_sources.len();
+    let project = Project::new(facts, cuda_sources, config_files);
+    findings.extend(ProjectChecker::new(&project).run(rules));
+
+    let before = findings.len();
+    findings.retain(|f| {
+        suppressions
+            .get(&f.file)
+            .is_none_or(|s| !s.is_suppressed(f.rule, f.line, f.end_line))
+    });
+    stats.suppressed = before - findings.len();
+    stats.unparsed = unparsed.len();
+    stats.seconds = started.elapsed().as_secs_f64();
+
+    let issues = to_issues(findings);
+    Ok((
+        ScanResult {
+            issues,
+            unparsed,
+            warnings,
+            stats,
+        },
+        project,
+    ))
+}
+
+/// Check every entry on `threads` workers with large stacks; outcomes in entry order.
+fn check_all(
+    entries: &[FileEntry],
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+    threads: usize,
+) -> Result<Vec<Outcome>> {
+    let next = AtomicUsize::new(0);
+    let done = AtomicUsize::new(0);
+    let total = entries.len();
+    let workers = threads.clamp(1, total.max(1));
+    let mut slots: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
+    std::thread::scope(|scope| -> Result<()> {
+        let mut handles = Vec::new();
+        for _ in 0..workers {
+            let handle = std::thread::Builder::new()
+                .name("npu-scan-worker".to_owned())
+                .stack_size(WALK_STACK_SIZE)
+                .spawn_scoped(scope, || {
+                    let mut out = Vec::new();
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        let Some(entry) = entries.get(i) else { break };
+                        out.push((i, check_guarded(entry, settings, rules)));
+                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+                        if let Some(progress) = &settings.progress {
+                            progress(n, total);
+                        }
+                    }
+                    out
+                })
+                .map_err(Error::Thread)?;
+            handles.push(handle);
+        }
+        for handle in handles {
+            // Per-file panics are caught in `check_guarded`; a worker can only fail to join
+            // if the progress callback panicked.
+            if let Ok(results) = handle.join() {
+                for (i, outcome) in results {
+                    slots[i] = Some(outcome);
+                }
+            }
+        }
+        Ok(())
+    })?;
+    Ok(entries
+        .iter()
+        .zip(slots)
+        .map(|(entry, slot)| {
+            slot.unwrap_or_else(|| Outcome {
+                unparsed: Some(Unparsed {
+                    file: entry.rel.clone(),
+                    reason: "internal error: the file was not checked".to_owned(),
+                    line: None,
+                    column: None,
+                }),
+                ..Outcome::default()
+            })
+        })
+        .collect())
+}
+
+/// Check one file; a panic in a rule becomes an `unparsed` entry, not an aborted scan.
+fn check_guarded(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleInfo]) -> Outcome {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match entry.kind {
+        FileKind::Python => check_python(entry, settings, rules),
+        FileKind::Config => check_config(entry, rules),
+        FileKind::CudaSource => Outcome::default(),
+    }));
+    result.unwrap_or_else(|panic| {
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_owned())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        Outcome {
+            unparsed: Some(Unparsed {
+                file: entry.rel.clone(),
+                reason: format!("internal error while checking this file: {what}"),
+                line: None,
+                column: None,
+            }),
+            python: entry.kind == FileKind::Python,
+            warnings: vec![format!(
+                "{}: internal error while checking this file (please report it): {what}",
+                entry.rel
+            )],
+            ..Outcome::default()
+        }
+    })
+}
+
+fn skipped(entry: &FileEntry, reason: String) -> Outcome {
+    Outcome {
+        warnings: vec![format!("{}: skipped: {reason}", entry.rel)],
+        unparsed: Some(Unparsed {
+            file: entry.rel.clone(),
+            reason,
+            line: None,
+            column: None,
+        }),
+        python: true,
+        ..Outcome::default()
+    }
+}
+
+fn syn_enabled(rules: &[&'static RuleInfo]) -> bool {
+    rules.iter().any(|r| r.id == rules::SYNTAX_ERROR)
+}
+
+fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleInfo]) -> Outcome {
+    let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+    if size > settings.max_file_size {
+        return skipped(
+            entry,
+            format!(
+                "file too large ({size} bytes; the limit is {} bytes)",
+                settings.max_file_size
+            ),
+        );
+    }
+    let bytes = match std::fs::read(&entry.path) {
+        Ok(b) => b,
+        Err(e) => return skipped(entry, format!("cannot read the file: {e}")),
+    };
+    if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
+        return skipped(
+            entry,
+            "binary file (NUL bytes), not Python source".to_owned(),
+        );
+    }
+    let decoded = source::decode(&bytes);
+    drop(bytes);
+    let text = decoded.text;
+    let index = LineIndex::new(&text);
+    let file = SourceFile {
+        path: &entry.rel,
+        text: &text,
+        index: &index,
+    };
+    let mut outcome = Outcome {
+        python: true,
+        lines: index.line_count(),
+        ..Outcome::default()
+    };
+    if let Some(why) = &decoded.lossy {
+        if syn_enabled(rules) {
+            outcome.findings.push(syn_finding(
+                &file,
+                TextSize::try_from(decoded.lossy_at).unwrap_or_default(),
+                &format!("{why}; Python refuses such a file, and the scan may have missed code"),
+            ));
+        }
+        outcome.warnings.push(format!("{}: {why}", entry.rel));
+    }
+    match source::parse(&text, &entry.rel) {
+        Err(err) => {
+            let (line, column) = file.position(err.offset);
+            if syn_enabled(rules) {
+                outcome.findings.push(syn_finding(
+                    &file,
+                    err.offset,
+                    &format!(
+                        "cannot parse this file ({}); no other rule checked it",
+                        err.message
+                    ),
+                ));
+            }
+            outcome.unparsed = Some(Unparsed {
+                file: entry.rel.clone(),
+                reason: err.message,
+                line: Some(line),
+                column: Some(column),
+            });
+            // Comments are not available: suppressions of an unparsable file come from its
+            // text, line by line.
+            outcome.suppressions =
+                Suppressions::parse_config_text(&text, |id| rules::get(id).is_some());
+        }
+        Ok(parsed) => {
+            outcome.suppressions = Suppressions::parse(
+                parsed.comments.iter().map(|c| {
+                    let (line, column) = file.position(c.range.start());
+                    (line, column, c.text.as_str())
+                }),
+                |id| rules::get(id).is_some(),
+            );
+            let (findings, facts) = Checker::new(file, rules).run(&parsed.body);
+            outcome.findings.extend(findings);
+            outcome.facts = Some(facts);
+        }
+    }
+    outcome
+}
+
+fn syn_finding(file: &SourceFile<'_>, offset: TextSize, message: &str) -> Finding {
+    let (line, column) = file.position(offset);
+    Finding {
+        rule: rules::SYNTAX_ERROR,
+        file: file.path.to_owned(),
+        line,
+        column,
+        end_line: line,
+        end_column: column,
+        symbol: None,
+        snippet: file.snippet(line, line),
+        message: message.to_owned(),
+        related: Vec::new(),
+    }
+}
+
+fn check_config(entry: &FileEntry, rules: &[&'static RuleInfo]) -> Outcome {
+    let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+    if size > MAX_CONFIG_SIZE {
+        return Outcome::default();
+    }
+    let Ok(bytes) = std::fs::read(&entry.path) else {
+        return Outcome {
+            warnings: vec![format!("{}: skipped: cannot read the file", entry.rel)],
+            ..Outcome::default()
+        };
+    };
+    if memchr::memchr(0, &bytes).is_some() {
+        return Outcome::default();
+    }
+    let text = String::from_utf8_lossy(&bytes);
+    let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
+    let index = LineIndex::new(text);
+    let file = SourceFile {
+        path: &entry.rel,
+        text,
+        index: &index,
+    };
+    let findings = ConfigChecker::new(file).run(rules);
+    Outcome {
+        findings,
+        suppressions: Suppressions::parse_config_text(text, |id| rules::get(id).is_some()),
+        ..Outcome::default()
+    }
+}
+
+/// Sort findings and turn them into pending issues with fingerprints and unique short ids.
+pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
+    findings.sort_by(|a, b| {
+        (
+            &a.file,
+            a.line,
+            a.column,
+            a.rule,
+            a.end_line,
+            a.end_column,
+            &a.message,
+        )
+            .cmp(&(
+                &b.file,
+                b.line,
+                b.column,
+                b.rule,
+                b.end_line,
+                b.end_column,
+                &b.message,
+            ))
+    });
+    findings.dedup();
+    let mut occurrences: HashMap<(String, String, Option<String>, String), usize> = HashMap::new();
+    let mut taken: BTreeSet<String> = BTreeSet::new();
+    let mut issues = Vec::with_capacity(findings.len());
+    for f in findings {
+        let Some(rule) = rules::get(f.rule) else {
+            continue;
+        };
+        let normalized = issue_model::normalize_snippet(&f.snippet);
+        let key = (
+            f.rule.to_owned(),
+            f.file.clone(),
+            f.symbol.clone(),
+            normalized,
+        );
+        let n = occurrences.entry(key).or_insert(0);
+        let fingerprint =
+            issue_model::fingerprint(f.rule, &f.file, f.symbol.as_deref(), &f.snippet, *n);
+        *n += 1;
+        let mut len = 6;
+        let id = loop {
+            let id = issue_model::short_id(f.rule, &fingerprint, len);
+            if !taken.contains(&id) || len >= fingerprint.len() {
+                break id;
+            }
+            len += 2;
+        };
+        taken.insert(id.clone());
+        issues.push(Issue {
+            id,
+            pattern: f.rule.to_owned(),
+            category: rule.category,
+            severity: rule.severity,
+            performance: rule.performance,
+            file: f.file,
+            line: f.line,
+            column: f.column,
+            end_line: f.end_line,
+            end_column: f.end_column,
+            symbol: f.symbol,
+            message: f.message,
+            snippet: f.snippet,
+            related: f.related,
+            fix_template: rule.fix_template.to_owned(),
+            fingerprint,
+            status: Status::Pending,
+            reason: None,
+            history: Vec::new(),
+        });
+    }
+    issues
+}

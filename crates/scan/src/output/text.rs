@@ -1,0 +1,96 @@
+//! Human-readable findings and the summary table.
+
+use crate::ScanResult;
+use crate::rules;
+use issue_model::{Issue, MergeReport};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// One finding per block: `file:line:col: ID [severity] message`, the snippet, related places.
+pub fn findings(issues: &[Issue]) -> String {
+    let mut out = String::new();
+    for issue in issues {
+        let _ = writeln!(
+            out,
+            "{}:{}:{}: {} [{}{}] {}",
+            issue.file,
+            issue.line,
+            issue.column,
+            issue.pattern,
+            issue.severity,
+            if issue.performance {
+                ", performance"
+            } else {
+                ""
+            },
+            issue.message
+        );
+        if let Some(symbol) = &issue.symbol {
+            let _ = writeln!(out, "  in {symbol}");
+        }
+        for line in issue.snippet.lines() {
+            let _ = writeln!(out, "  | {line}");
+        }
+        for r in &issue.related {
+            let _ = writeln!(
+                out,
+                "  related: {}:{}:{}: {}",
+                r.file, r.line, r.column, r.note
+            );
+        }
+        let _ = writeln!(out, "  id {}  fix: {}", issue.id, issue.fix_template);
+    }
+    out
+}
+
+/// The summary table: counts per pattern with its category, files scanned and unparsed, time.
+pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option<&str>) -> String {
+    let mut out = String::new();
+    let mut per_pattern: BTreeMap<&str, usize> = BTreeMap::new();
+    for issue in &result.issues {
+        *per_pattern.entry(issue.pattern.as_str()).or_default() += 1;
+    }
+    if per_pattern.is_empty() {
+        let _ = writeln!(out, "No issues found.");
+    } else {
+        let _ = writeln!(out, "pattern category   issues  what");
+        for (pattern, count) in &per_pattern {
+            let (category, summary) =
+                rules::get(pattern).map_or(("?", ""), |r| (r.category.as_str(), r.summary));
+            let _ = writeln!(out, "{pattern:<7} {category:<10} {count:>6}  {summary}");
+        }
+        let mut per_category: BTreeMap<&str, usize> = BTreeMap::new();
+        for issue in &result.issues {
+            *per_category.entry(issue.category.as_str()).or_default() += 1;
+        }
+        let cats: Vec<String> = per_category
+            .iter()
+            .map(|(c, n)| format!("{c} {n}"))
+            .collect();
+        let _ = writeln!(
+            out,
+            "{:<18} {:>6}  ({})",
+            "total",
+            result.issues.len(),
+            cats.join(", ")
+        );
+    }
+    let s = &result.stats;
+    let _ = writeln!(
+        out,
+        "Scanned {} Python files ({} lines), {} config files in {:.2}s; {} unparsed; {} suppressed.",
+        s.files, s.lines, s.config_files, s.seconds, s.unparsed, s.suppressed
+    );
+    if let Some(m) = merge {
+        let _ = writeln!(
+            out,
+            "issues.json: {} new, {} kept, {} regressed, {} resolved by edits{}.",
+            m.new.len(),
+            m.kept.len(),
+            m.regressed.len(),
+            m.resolved.len(),
+            written.map_or(String::new(), |p| format!(" ({p})"))
+        );
+    }
+    out
+}

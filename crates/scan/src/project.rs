@@ -1,0 +1,356 @@
+//! Facts across files: what each file imports, which files are entry points, which project
+//! files an entry point reaches through imports, and whether that program sets up the NPU.
+//!
+//! Each file's checker fills a [`FileFacts`]; after every file is checked they are gathered in
+//! a [`Project`], which resolves imports to project files (relative to the importing file's
+//! directory first, as a script's directory is on `sys.path`, then by the longest dotted
+//! suffix of a project module name, which covers `src/` layouts).
+
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+
+/// A place in a file, for facts and related locations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Site {
+    pub line: u32,
+    pub column: u32,
+    pub end_line: u32,
+    pub end_column: u32,
+    /// The source line, trimmed.
+    pub snippet: String,
+    /// Enclosing `Class.method`, if any.
+    pub symbol: Option<String>,
+    /// What a rule noted about the place.
+    pub note: String,
+}
+
+/// How a program is started.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryKind {
+    /// `if __name__ == "__main__":`
+    MainGuard,
+    /// `@hydra.main(...)`
+    Hydra,
+    /// `fire.Fire(...)`
+    Fire,
+    /// `tyro.cli(...)`
+    Tyro,
+    /// `LightningCLI(...)`
+    LightningCli,
+    /// `@draccus.wrap()`
+    Draccus,
+}
+
+impl EntryKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EntryKind::MainGuard => "main-guard",
+            EntryKind::Hydra => "hydra",
+            EntryKind::Fire => "fire",
+            EntryKind::Tyro => "tyro",
+            EntryKind::LightningCli => "lightning-cli",
+            EntryKind::Draccus => "draccus",
+        }
+    }
+}
+
+/// One sign of an entry point in a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryMarker {
+    pub kind: EntryKind,
+    pub site: Site,
+    /// The function it runs, when visible (`main` in `if __name__ == ...: main()`, the
+    /// function decorated with `@hydra.main`).
+    pub function: Option<String>,
+}
+
+/// How an entry point takes its configuration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ConfigStyle {
+    /// argparse flags naming a config (`--config`, `--cfg`, `--config-file`…).
+    pub flags: Vec<String>,
+    /// `@hydra.main(config_path=...)`.
+    pub hydra_config_path: Option<String>,
+    /// `@hydra.main(config_name=...)`.
+    pub hydra_config_name: Option<String>,
+}
+
+impl ConfigStyle {
+    pub fn is_empty(&self) -> bool {
+        self.flags.is_empty()
+            && self.hydra_config_path.is_none()
+            && self.hydra_config_name.is_none()
+    }
+}
+
+/// An import statement, with the dotted names it may refer to (most specific first:
+/// `from pkg import models` may be the module `pkg.models` or a name in `pkg`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ImportFact {
+    pub candidates: Vec<String>,
+    pub line: u32,
+}
+
+/// What the checker learned about one Python file.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FileFacts {
+    /// Relative `/` path.
+    pub path: String,
+    pub imports: Vec<ImportFact>,
+    /// Imports torch (or Lightning / accelerate, which import it).
+    pub uses_torch: bool,
+    /// Imports `torch_npu` or `transfer_to_npu`, or calls `build_vla_patcher` /
+    /// `build_npu_patcher`.
+    pub sets_up_npu: bool,
+    pub entry_markers: Vec<EntryMarker>,
+    pub config: ConfigStyle,
+    /// Facts recorded by rules with [`crate::rules::Checker::note`], by key.
+    pub notes: BTreeMap<&'static str, Vec<Site>>,
+}
+
+/// An entry point of the project: a file that starts a program.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct EntryPoint {
+    /// Relative `/` path.
+    pub file: String,
+    /// Where it starts (the main guard, else the decorator or call).
+    pub line: u32,
+    pub column: u32,
+    /// The most specific kind seen in the file (hydra over a plain main guard).
+    pub kind: EntryKind,
+    /// Every kind seen in the file.
+    pub kinds: Vec<EntryKind>,
+    /// The function it runs, when visible.
+    pub function: Option<String>,
+    /// The program (this file or a project file it imports, transitively) uses torch.
+    pub uses_torch: bool,
+    /// The program sets up the NPU (`import torch_npu`, `transfer_to_npu`, the runtime
+    /// patcher) in this file or a project file it imports.
+    pub sets_up_npu: bool,
+    /// The entry file itself sets up the NPU.
+    pub sets_up_npu_here: bool,
+    /// How it takes its configuration, when visible.
+    pub config: ConfigStyle,
+    /// The source line of the entry point.
+    pub snippet: String,
+    /// Enclosing symbol of the marker (for a decorated function, the function).
+    pub symbol: Option<String>,
+}
+
+/// Facts of every file of one scan.
+#[derive(Debug, Default)]
+pub struct Project {
+    files: BTreeMap<String, FileFacts>,
+    /// Dotted module name → files with that name (full path and every suffix).
+    modules: HashMap<String, Vec<String>>,
+    /// `.cu` / `.cuh` sources in the tree.
+    pub cuda_sources: Vec<String>,
+    /// Config files in the tree.
+    pub config_files: Vec<String>,
+}
+
+impl Project {
+    /// Gather per-file facts (any order).
+    pub fn new(
+        facts: impl IntoIterator<Item = FileFacts>,
+        cuda_sources: Vec<String>,
+        config_files: Vec<String>,
+    ) -> Project {
+        let mut files = BTreeMap::new();
+        let mut modules: HashMap<String, Vec<String>> = HashMap::new();
+        for f in facts {
+            let (module, _) = crate::semantic::module_name(&f.path);
+            let parts: Vec<&str> = module.split('.').collect();
+            for i in 0..parts.len() {
+                let name = parts[i..].join(".");
+                if !name.is_empty() {
+                    modules.entry(name).or_default().push(f.path.clone());
+                }
+            }
+            files.insert(f.path.clone(), f);
+        }
+        for paths in modules.values_mut() {
+            // Prefer the shallowest file for an ambiguous suffix.
+            paths.sort_by_key(|p| (p.matches('/').count(), p.clone()));
+        }
+        Project {
+            files,
+            modules,
+            cuda_sources,
+            config_files,
+        }
+    }
+
+    /// Facts of every Python file, by path.
+    pub fn files(&self) -> &BTreeMap<String, FileFacts> {
+        &self.files
+    }
+
+    /// Facts of one file.
+    pub fn file(&self, path: &str) -> Option<&FileFacts> {
+        self.files.get(path)
+    }
+
+    /// The project file an import in `from_file` refers to, if it is one of ours.
+    pub fn resolve_import(&self, from_file: &str, import: &ImportFact) -> Option<&str> {
+        let dir = from_file.rsplit_once('/').map_or("", |(d, _)| d);
+        for candidate in &import.candidates {
+            // The importing script's directory is on sys.path.
+            let rel = candidate.replace('.', "/");
+            for path in [format!("{rel}.py"), format!("{rel}/__init__.py")] {
+                let joined = if dir.is_empty() {
+                    path
+                } else {
+                    format!("{dir}/{path}")
+                };
+                if let Some((key, _)) = self.files.get_key_value(&joined) {
+                    return Some(key);
+                }
+            }
+            // Then any project module whose dotted name ends with the candidate.
+            if let Some(paths) = self.modules.get(candidate)
+                && let Some(first) = paths.first()
+            {
+                return Some(first);
+            }
+        }
+        None
+    }
+
+    /// The project files `file` imports directly, sorted.
+    pub fn imports_of(&self, file: &str) -> Vec<&str> {
+        let Some(facts) = self.files.get(file) else {
+            return Vec::new();
+        };
+        let set: BTreeSet<&str> = facts
+            .imports
+            .iter()
+            .filter_map(|i| self.resolve_import(file, i))
+            .filter(|p| *p != file)
+            .collect();
+        set.into_iter().collect()
+    }
+
+    /// `file` and every project file it reaches through imports, transitively; sorted, `file`
+    /// first.
+    pub fn reachable(&self, file: &str) -> Vec<&str> {
+        let Some((start, _)) = self.files.get_key_value(file) else {
+            return Vec::new();
+        };
+        let mut seen: BTreeSet<&str> = BTreeSet::new();
+        let mut queue = VecDeque::from([start.as_str()]);
+        seen.insert(start);
+        while let Some(f) = queue.pop_front() {
+            for next in self.imports_of(f) {
+                if seen.insert(next) {
+                    queue.push_back(next);
+                }
+            }
+        }
+        let mut out = vec![start.as_str()];
+        out.extend(seen.into_iter().filter(|p| *p != start));
+        out
+    }
+
+    /// Every entry point, sorted by file.
+    pub fn entry_points(&self) -> Vec<EntryPoint> {
+        let mut out = Vec::new();
+        for (path, facts) in &self.files {
+            if facts.entry_markers.is_empty() {
+                continue;
+            }
+            let mut kinds: Vec<EntryKind> = facts.entry_markers.iter().map(|m| m.kind).collect();
+            kinds.sort_unstable();
+            kinds.dedup();
+            let kind = kinds
+                .iter()
+                .copied()
+                .find(|k| *k != EntryKind::MainGuard)
+                .unwrap_or(EntryKind::MainGuard);
+            // Anchor at the main guard when there is one: it is where setup code goes.
+            let anchor = facts
+                .entry_markers
+                .iter()
+                .find(|m| m.kind == EntryKind::MainGuard)
+                .unwrap_or(&facts.entry_markers[0]);
+            let function = facts.entry_markers.iter().find_map(|m| m.function.clone());
+            let reach = self.reachable(path);
+            let uses_torch = reach
+                .iter()
+                .any(|f| self.files.get(*f).is_some_and(|x| x.uses_torch));
+            let sets_up_npu = reach
+                .iter()
+                .any(|f| self.files.get(*f).is_some_and(|x| x.sets_up_npu));
+            out.push(EntryPoint {
+                file: path.clone(),
+                line: anchor.site.line,
+                column: anchor.site.column,
+                kind,
+                kinds,
+                function,
+                uses_torch,
+                sets_up_npu,
+                sets_up_npu_here: facts.sets_up_npu,
+                config: facts.config.clone(),
+                snippet: anchor.site.snippet.clone(),
+                symbol: anchor.site.symbol.clone(),
+            });
+        }
+        out
+    }
+
+    /// Every site noted under `key` in `file`.
+    pub fn notes(&self, file: &str, key: &str) -> &[Site] {
+        self.files
+            .get(file)
+            .and_then(|f| f.notes.get(key))
+            .map_or(&[], Vec::as_slice)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(path: &str, imports: &[&[&str]]) -> FileFacts {
+        FileFacts {
+            path: path.to_owned(),
+            imports: imports
+                .iter()
+                .map(|c| ImportFact {
+                    candidates: c.iter().map(|s| (*s).to_owned()).collect(),
+                    line: 1,
+                })
+                .collect(),
+            ..FileFacts::default()
+        }
+    }
+
+    #[test]
+    fn resolves_script_dir_src_layout_and_transitive_imports() {
+        let p = Project::new(
+            [
+                facts(
+                    "scripts/train.py",
+                    &[&["utils"], &["mypkg.models.Policy", "mypkg.models"]],
+                ),
+                facts("scripts/utils.py", &[]),
+                facts("src/mypkg/__init__.py", &[]),
+                facts("src/mypkg/models.py", &[&["mypkg.heads"]]),
+                facts("src/mypkg/heads.py", &[&["torch"]]),
+            ],
+            vec![],
+            vec![],
+        );
+        assert_eq!(
+            p.reachable("scripts/train.py"),
+            vec![
+                "scripts/train.py",
+                "scripts/utils.py",
+                "src/mypkg/heads.py",
+                "src/mypkg/models.py"
+            ]
+        );
+    }
+}

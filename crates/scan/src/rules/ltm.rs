@@ -1,0 +1,305 @@
+//! `P_LTM`: `PyTorch` Lightning code that assumes CUDA or uses APIs that Lightning 2.x removed.
+//!
+//! Finds `pytorch_lightning.metrics` (removed; now torchmetrics), `Trainer(gpus=…)`,
+//! `accelerator="gpu"`/`"cuda"`, `amp_backend="apex"`, other removed `Trainer` arguments and
+//! classmethods, removed modules and classes, and removed `LightningModule` hooks.
+
+use super::{Checker, Rule, RuleInfo};
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use issue_model::{Category, Severity};
+
+pub struct Lightning;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_LTM",
+    name: "lightning-gpu-assumptions",
+    category: Category::Framework,
+    severity: Severity::Error,
+    performance: false,
+    fix_template: "references/fix-templates/P_LTM.md",
+    summary: "PyTorch Lightning code that assumes CUDA GPUs or uses APIs removed in Lightning 2.x.",
+    doc: include_str!("ltm.md"),
+    check: &Lightning,
+};
+
+/// Module roots of Lightning's `PyTorch` package.
+const ROOTS: &[&str] = &["pytorch_lightning", "lightning.pytorch", "lightning"];
+
+/// Trainer (and Fabric) constructors.
+fn is_trainer(q: &str) -> bool {
+    ROOTS.iter().any(|root| {
+        q.strip_prefix(root)
+            .and_then(|rest| rest.strip_prefix('.'))
+            .is_some_and(|rest| {
+                matches!(
+                    rest,
+                    "Trainer" | "trainer.Trainer" | "trainer.trainer.Trainer" | "Fabric"
+                )
+            })
+    }) || matches!(q, "lightning_fabric.Fabric" | "lightning.fabric.Fabric")
+}
+
+/// `Trainer` arguments removed in Lightning 2.0, with what replaces them.
+const REMOVED_TRAINER_ARGS: &[(&str, &str)] = &[
+    ("auto_select_gpus", "pick devices with `devices=`"),
+    ("amp_level", "use `precision=` (native AMP)"),
+    ("tpu_cores", "use `accelerator=` and `devices=`"),
+    ("ipus", "use `accelerator=` and `devices=`"),
+    ("num_processes", "use `devices=`"),
+    ("log_gpu_memory", "use the `DeviceStatsMonitor` callback"),
+    ("distributed_backend", "use `strategy=`"),
+    (
+        "resume_from_checkpoint",
+        "pass `ckpt_path=` to `trainer.fit`",
+    ),
+    ("replace_sampler_ddp", "use `use_distributed_sampler=`"),
+    (
+        "track_grad_norm",
+        "log `grad_norm` yourself in `on_before_optimizer_step`",
+    ),
+    (
+        "auto_lr_find",
+        "use the `LearningRateFinder` callback or `Tuner`",
+    ),
+    (
+        "auto_scale_batch_size",
+        "use the `BatchSizeFinder` callback or `Tuner`",
+    ),
+    ("move_metrics_to_cpu", "remove it"),
+    ("multiple_trainloader_mode", "use `CombinedLoader`"),
+    ("weights_summary", "use the `ModelSummary` callback"),
+    (
+        "progress_bar_refresh_rate",
+        "configure the `TQDMProgressBar` callback",
+    ),
+    ("checkpoint_callback", "use `enable_checkpointing=`"),
+    ("flush_logs_every_n_steps", "configure the logger"),
+    (
+        "stochastic_weight_avg",
+        "use the `StochasticWeightAveraging` callback",
+    ),
+    (
+        "terminate_on_nan",
+        "use `detect_anomaly=` or check the loss yourself",
+    ),
+    (
+        "process_position",
+        "configure the `TQDMProgressBar` callback",
+    ),
+    (
+        "prepare_data_per_node",
+        "set `prepare_data_per_node` on the DataModule",
+    ),
+];
+
+/// Modules and classes removed from Lightning 1.x, with their replacement.
+const REMOVED_IMPORTS: &[(&str, &str)] = &[
+    ("pytorch_lightning.metrics", "the `torchmetrics` package"),
+    (
+        "pytorch_lightning.core.lightning",
+        "`pytorch_lightning.core.module`",
+    ),
+    (
+        "pytorch_lightning.accelerators.GPUAccelerator",
+        "`CUDAAccelerator` (CUDA-only; see the fix template for the NPU)",
+    ),
+    (
+        "pytorch_lightning.plugins.DDPPlugin",
+        "`pytorch_lightning.strategies.DDPStrategy`",
+    ),
+    (
+        "pytorch_lightning.plugins.DDPSpawnPlugin",
+        "`pytorch_lightning.strategies.DDPSpawnStrategy`",
+    ),
+    (
+        "pytorch_lightning.plugins.DeepSpeedPlugin",
+        "`pytorch_lightning.strategies.DeepSpeedStrategy`",
+    ),
+    (
+        "pytorch_lightning.callbacks.GPUStatsMonitor",
+        "the `DeviceStatsMonitor` callback",
+    ),
+    (
+        "pytorch_lightning.loggers.TestTubeLogger",
+        "another logger (TensorBoardLogger, CSVLogger)",
+    ),
+];
+
+/// `LightningModule` hooks removed in Lightning 2.0.
+const REMOVED_HOOKS: &[(&str, &str)] = &[
+    (
+        "training_epoch_end",
+        "`on_train_epoch_end` (collect step outputs yourself)",
+    ),
+    (
+        "validation_epoch_end",
+        "`on_validation_epoch_end` (collect step outputs yourself)",
+    ),
+    (
+        "test_epoch_end",
+        "`on_test_epoch_end` (collect step outputs yourself)",
+    ),
+    (
+        "on_epoch_start",
+        "`on_train_epoch_start` / `on_validation_epoch_start`",
+    ),
+    (
+        "on_epoch_end",
+        "`on_train_epoch_end` / `on_validation_epoch_end`",
+    ),
+];
+
+fn removed_import(module: &str) -> Option<(&'static str, &'static str)> {
+    REMOVED_IMPORTS.iter().copied().find(|(removed, _)| {
+        module == *removed
+            || module
+                .strip_prefix(removed)
+                .is_some_and(|rest| rest.starts_with('.'))
+    })
+}
+
+fn string_value(expr: &Expr) -> Option<&str> {
+    match expr {
+        Expr::Constant(c) => match &c.value {
+            ast::Constant::Str(s) => Some(s.as_str()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+impl Lightning {
+    fn check_import(cx: &mut Checker<'_>, stmt: &Stmt) {
+        let modules: Vec<String> = match stmt {
+            Stmt::Import(import) => import
+                .names
+                .iter()
+                .map(|a| a.name.as_str().to_owned())
+                .collect(),
+            Stmt::ImportFrom(from) => {
+                let level = from.level.as_ref().map_or(0, ast::Int::to_u32);
+                if level > 0 {
+                    return;
+                }
+                let Some(module) = &from.module else { return };
+                // `from pytorch_lightning.metrics import X` names the module; `from
+                // pytorch_lightning import metrics` names it through the alias.
+                std::iter::once(module.as_str().to_owned())
+                    .chain(
+                        from.names
+                            .iter()
+                            .map(|a| format!("{}.{}", module.as_str(), a.name.as_str())),
+                    )
+                    .collect()
+            }
+            _ => return,
+        };
+        if let Some((removed, instead)) = modules.iter().find_map(|m| removed_import(m)) {
+            cx.report(
+                stmt.range(),
+                format!("`{removed}` was removed from PyTorch Lightning; use {instead}"),
+            );
+        }
+    }
+
+    fn check_trainer_call(cx: &mut Checker<'_>, call: &ast::ExprCall) {
+        for keyword in &call.keywords {
+            let Some(arg) = &keyword.arg else { continue };
+            let value = string_value(&keyword.value);
+            let message = match (arg.as_str(), value) {
+                ("gpus", _) => "`gpus=` assumes CUDA GPUs and was removed in Lightning 2.0; \
+                    set `devices=` and an accelerator that runs on the NPU"
+                    .to_owned(),
+                ("accelerator", Some(v @ ("gpu" | "cuda"))) => format!(
+                    "`accelerator=\"{v}\"` selects Lightning's CUDA accelerator, which does not \
+                    drive Ascend NPUs; use an NPU accelerator (see the fix template)"
+                ),
+                ("accelerator", Some(v @ ("ddp" | "ddp_spawn" | "dp" | "ddp2"))) => format!(
+                    "`accelerator=\"{v}\"` is a Lightning 1.x distributed mode; use \
+                    `strategy=\"{v}\"` with an accelerator that runs on the NPU"
+                ),
+                ("amp_backend", Some("apex")) => "`amp_backend=\"apex\"` needs NVIDIA apex, \
+                    which is CUDA-only, and was removed in Lightning 2.0; use `precision=\"bf16-mixed\"` \
+                    or `\"16-mixed\"` (native AMP)"
+                    .to_owned(),
+                ("amp_backend", _) => "`amp_backend=` was removed in Lightning 2.0; native AMP \
+                    is chosen with `precision=`"
+                    .to_owned(),
+                (name, _) => {
+                    let Some((_, instead)) =
+                        REMOVED_TRAINER_ARGS.iter().find(|(removed, _)| *removed == name)
+                    else {
+                        continue;
+                    };
+                    format!("`Trainer({name}=...)` was removed in Lightning 2.0; {instead}")
+                }
+            };
+            cx.report(keyword.range(), message);
+        }
+    }
+}
+
+impl Rule for Lightning {
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Import(_) | Stmt::ImportFrom(_) => Self::check_import(cx, stmt),
+            Stmt::FunctionDef(f) => {
+                let in_lightning_class = matches!(
+                    cx.semantic().scopes().last().map(|s| &s.kind),
+                    Some(crate::semantic::ScopeKind::Class(c)) if c.is_lightning
+                );
+                if !in_lightning_class {
+                    return;
+                }
+                if let Some((hook, instead)) =
+                    REMOVED_HOOKS.iter().find(|(h, _)| *h == f.name.as_str())
+                {
+                    cx.report(
+                        ast::text_size::TextRange::empty(f.range.start()),
+                        format!(
+                            "the `{hook}` hook was removed in Lightning 2.0 and is never called; \
+                            move its code to {instead}"
+                        ),
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        match expr {
+            Expr::Call(call) => {
+                let Some(q) = cx.semantic().resolve(&call.func) else {
+                    return;
+                };
+                if is_trainer(&q) {
+                    Self::check_trainer_call(cx, call);
+                } else if let Some(owner) = q
+                    .strip_suffix(".from_argparse_args")
+                    .or_else(|| q.strip_suffix(".add_argparse_args"))
+                    && is_trainer(owner)
+                {
+                    cx.report(
+                        expr.range(),
+                        "`Trainer.from_argparse_args`/`add_argparse_args` were removed in \
+                        Lightning 2.0; build the Trainer from explicit arguments or use LightningCLI",
+                    );
+                }
+            }
+            // `pl.metrics.Accuracy()` where `pl` is `pytorch_lightning`.
+            Expr::Attribute(attr)
+                if attr.attr.as_str() == "metrics"
+                    && cx.semantic().resolve(&attr.value).as_deref()
+                        == Some("pytorch_lightning") =>
+            {
+                cx.report(
+                    expr.range(),
+                    "`pytorch_lightning.metrics` was removed from PyTorch Lightning; use the \
+                    `torchmetrics` package",
+                );
+            }
+            _ => {}
+        }
+    }
+}

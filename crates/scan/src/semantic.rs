@@ -1,0 +1,788 @@
+//! The semantic model of one file, as the checker walks it.
+//!
+//! It resolves names to qualified names through imports and simple aliases
+//! (`import torch as th` → `th.randn` is `torch.randn`; relative imports become absolute
+//! module paths of the project), keeps the stack of enclosing scopes (module, class,
+//! function) with what each one is (an `nn.Module` subclass, its `forward`, a training step
+//! or loss function), the enclosing statements and expressions, whether the walk is inside
+//! `if __name__ == "__main__":` or a `try/except ImportError` (and whether that handler
+//! re-raises), and per-function local facts (which names were assigned from a call with
+//! `device=`, and which were moved with `.to(...)` afterwards).
+//!
+//! It only knows facts of the file being walked; facts across files live in
+//! [`crate::project`].
+
+use crate::source::TextRange;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use std::collections::HashMap;
+
+/// What kind of scope a [`Scope`] is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ScopeKind {
+    Module,
+    Class(ClassInfo),
+    Function(FunctionInfo),
+}
+
+/// Facts about a class definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassInfo {
+    pub name: String,
+    /// Qualified names of its bases where they resolve, else their source text.
+    pub bases: Vec<String>,
+    /// A `torch.nn.Module` (or Lightning / transformers model) subclass, directly, through
+    /// another module class of this file, or judged by having a `forward` method.
+    pub is_module: bool,
+    /// A `LightningModule` subclass.
+    pub is_lightning: bool,
+    /// A loss module (`_Loss` subclass or a module class whose name contains `Loss`).
+    pub is_loss: bool,
+}
+
+/// Facts about a function definition.
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts, not a state machine"
+)]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FunctionInfo {
+    pub name: String,
+    /// A method (its parent scope is a class).
+    pub is_method: bool,
+    /// A method of an `nn.Module` subclass.
+    pub in_module_class: bool,
+    /// `forward` (or `__call__`) of an `nn.Module` subclass.
+    pub is_forward: bool,
+    /// A training/validation step or loop by name (`training_step`, `train_step`,
+    /// `train_one_epoch`, `train_loop`, …).
+    pub is_training_step: bool,
+    /// A loss function by name (`compute_loss`, `loss_fn`, `*_loss`), or `forward` of a loss
+    /// module.
+    pub is_loss: bool,
+    /// Parameter names, in order.
+    pub params: Vec<String>,
+    pub range: TextRange,
+}
+
+/// One enclosing scope.
+#[derive(Debug, Clone)]
+pub struct Scope {
+    pub kind: ScopeKind,
+    /// Names bound by imports and aliases in this scope, to their qualified names.
+    bindings: HashMap<String, String>,
+    /// Local facts of a function scope.
+    pub locals: LocalFacts,
+}
+
+/// A name's assignment inside one function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// Where the assignment statement is.
+    pub range: TextRange,
+    /// The call's qualified name when the value is a call that resolves (`torch.arange`).
+    pub call: Option<String>,
+    /// The value is a call given a `device=` keyword.
+    pub has_device_kw: bool,
+    /// The value moves a tensor to a device: a call of `.to(...)`, `.cuda()`, `.npu()` or
+    /// `.type_as(...)` at its top.
+    pub moves_to_device: bool,
+    /// The value is `<same name>.to(...)` (or `.cuda()`/`.npu()`): an earlier binding moved.
+    pub moves_itself: bool,
+}
+
+/// Facts about names assigned in one function body (nested functions excluded).
+#[derive(Debug, Clone, Default)]
+pub struct LocalFacts {
+    assignments: HashMap<String, Vec<Assignment>>,
+}
+
+impl LocalFacts {
+    /// Every assignment of `name` in the function, in source order.
+    pub fn assignments(&self, name: &str) -> &[Assignment] {
+        self.assignments.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Some assignment of `name` was a call with `device=` or moved it to a device.
+    pub fn assigned_on_device(&self, name: &str) -> bool {
+        self.assignments(name)
+            .iter()
+            .any(|a| a.has_device_kw || a.moves_to_device)
+    }
+
+    /// `name` is re-assigned after `offset` from `name.to(...)` (or `.cuda()`/`.npu()`): the
+    /// value created at `offset` is moved to a device right after.
+    pub fn moved_after(&self, name: &str, offset: crate::source::TextSize) -> bool {
+        self.assignments(name)
+            .iter()
+            .any(|a| a.range.start() > offset && a.moves_itself)
+    }
+}
+
+/// An enclosing `try` whose handlers catch `ImportError` (or a parent of it).
+#[derive(Debug, Clone, Copy)]
+pub struct ImportGuard<'a> {
+    pub stmt: &'a ast::StmtTry,
+    /// Some matching handler raises (re-raises or raises another error).
+    pub reraises: bool,
+}
+
+/// The semantic state at the current point of the walk.
+#[derive(Debug)]
+pub struct Semantic<'a> {
+    /// Dotted module name of this file (`pkg.models.policy`; `pkg` for `pkg/__init__.py`).
+    pub module: String,
+    /// True for `__init__.py`.
+    pub is_package: bool,
+    scopes: Vec<Scope>,
+    stmts: Vec<&'a Stmt>,
+    exprs: Vec<&'a Expr>,
+    main_guard_depth: usize,
+    import_guards: Vec<ImportGuard<'a>>,
+    /// Classes of this file known to be `nn.Module` subclasses.
+    module_classes: HashMap<String, bool>,
+}
+
+/// Qualified bases that make a class an `nn.Module`.
+const MODULE_BASE_PREFIXES: &[&str] = &["torch.nn.", "pytorch_lightning.", "lightning."];
+const MODULE_BASES: &[&str] = &[
+    "torch.nn.Module",
+    "pytorch_lightning.LightningModule",
+    "lightning.LightningModule",
+    "lightning.pytorch.LightningModule",
+    "transformers.PreTrainedModel",
+];
+
+impl<'a> Semantic<'a> {
+    /// A model for the file at `path` (relative, `/`-separated).
+    pub fn new(path: &str) -> Semantic<'a> {
+        let (module, is_package) = module_name(path);
+        Semantic {
+            module,
+            is_package,
+            scopes: vec![Scope {
+                kind: ScopeKind::Module,
+                bindings: HashMap::new(),
+                locals: LocalFacts::default(),
+            }],
+            stmts: Vec::new(),
+            exprs: Vec::new(),
+            main_guard_depth: 0,
+            import_guards: Vec::new(),
+            module_classes: HashMap::new(),
+        }
+    }
+
+    // ---- name resolution -------------------------------------------------------------
+
+    /// The qualified name an expression refers to through imports: `th.randn` → `torch.randn`,
+    /// `F.interpolate` → `torch.nn.functional.interpolate`. `None` for anything that is not a
+    /// dotted name rooted in an import or alias.
+    pub fn resolve(&self, expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Name(name) => self.lookup(name.id.as_str()).map(str::to_owned),
+            Expr::Attribute(attr) => {
+                let base = self.resolve(&attr.value)?;
+                Some(format!("{base}.{}", attr.attr.as_str()))
+            }
+            _ => None,
+        }
+    }
+
+    /// The qualified name of a call's function (`torch.randn` for `th.randn(3)`).
+    pub fn resolve_call(&self, expr: &Expr) -> Option<String> {
+        match expr {
+            Expr::Call(call) => self.resolve(&call.func),
+            _ => None,
+        }
+    }
+
+    /// True when `expr` resolves to one of `names` (exact qualified names).
+    pub fn matches(&self, expr: &Expr, names: &[&str]) -> bool {
+        self.resolve(expr)
+            .is_some_and(|q| names.contains(&q.as_str()))
+    }
+
+    /// The qualified name bound to a bare name, looking through enclosing function scopes
+    /// and the module scope (class scopes are skipped from inside functions, as in Python).
+    pub fn lookup(&self, name: &str) -> Option<&str> {
+        let innermost = self.scopes.len() - 1;
+        for (i, scope) in self.scopes.iter().enumerate().rev() {
+            if i != innermost && matches!(scope.kind, ScopeKind::Class(_)) {
+                continue;
+            }
+            if let Some(q) = scope.bindings.get(name) {
+                return Some(q);
+            }
+        }
+        None
+    }
+
+    /// Bind `name` to a qualified name in the current scope.
+    pub fn bind(&mut self, name: &str, qualified: String) {
+        if let Some(scope) = self.scopes.last_mut() {
+            scope.bindings.insert(name.to_owned(), qualified);
+        }
+    }
+
+    /// The absolute module an import statement names (relative imports resolved against
+    /// this file's package). `None` when a relative import climbs above the root.
+    pub fn import_from_module(&self, level: u32, module: Option<&str>) -> Option<String> {
+        if level == 0 {
+            return module.map(str::to_owned);
+        }
+        let mut parts: Vec<&str> = if self.module.is_empty() {
+            Vec::new()
+        } else {
+            self.module.split('.').collect()
+        };
+        if !self.is_package {
+            parts.pop()?;
+        }
+        for _ in 1..level {
+            parts.pop()?;
+        }
+        let mut base = parts.join(".");
+        if let Some(m) = module {
+            if !base.is_empty() {
+                base.push('.');
+            }
+            base.push_str(m);
+        }
+        Some(base)
+    }
+
+    /// Record the bindings an import statement makes in the current scope.
+    pub fn bind_import(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Import(import) => {
+                for alias in &import.names {
+                    let full = alias.name.as_str();
+                    if let Some(asname) = &alias.asname {
+                        self.bind(asname.as_str(), full.to_owned());
+                    } else {
+                        let head = full.split('.').next().unwrap_or(full);
+                        self.bind(head, head.to_owned());
+                    }
+                }
+            }
+            Stmt::ImportFrom(from) => {
+                let level = from.level.map_or(0, |l| l.to_u32());
+                let Some(module) = self
+                    .import_from_module(level, from.module.as_ref().map(ast::Identifier::as_str))
+                else {
+                    return;
+                };
+                for alias in &from.names {
+                    let name = alias.name.as_str();
+                    if name == "*" {
+                        continue;
+                    }
+                    let bound = alias.asname.as_ref().map_or(name, |a| a.as_str());
+                    let qualified = if module.is_empty() {
+                        name.to_owned()
+                    } else {
+                        format!("{module}.{name}")
+                    };
+                    self.bind(bound, qualified);
+                }
+            }
+            Stmt::Assign(assign) => {
+                // `randn = torch.randn`, `F = nn.functional`: simple aliases of imported names.
+                if let [Expr::Name(target)] = assign.targets.as_slice()
+                    && let Some(q) = self.resolve(&assign.value)
+                {
+                    self.bind(target.id.as_str(), q);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// Bind the imports and aliases of a module body (recursing into `if`/`try`/`with`
+    /// blocks, not into functions or classes) before the walk, so that functions defined
+    /// above an import still resolve names through it.
+    pub fn prebind_module(&mut self, body: &[Stmt]) {
+        for stmt in body {
+            match stmt {
+                Stmt::Import(_) | Stmt::ImportFrom(_) | Stmt::Assign(_) => self.bind_import(stmt),
+                Stmt::If(s) => {
+                    self.prebind_module(&s.body);
+                    self.prebind_module(&s.orelse);
+                }
+                Stmt::Try(s) => {
+                    self.prebind_module(&s.body);
+                    for ast::ExceptHandler::ExceptHandler(h) in &s.handlers {
+                        self.prebind_module(&h.body);
+                    }
+                    self.prebind_module(&s.orelse);
+                    self.prebind_module(&s.finalbody);
+                }
+                Stmt::With(s) => self.prebind_module(&s.body),
+                _ => {}
+            }
+        }
+    }
+
+    // ---- scopes ------------------------------------------------------------------------
+
+    /// Enter a class body.
+    pub fn push_class(&mut self, class: &ast::StmtClassDef) {
+        let bases: Vec<String> = class
+            .bases
+            .iter()
+            .map(|b| self.resolve(b).unwrap_or_else(|| dotted(b)))
+            .collect();
+        let has_forward = class.body.iter().any(|s| {
+            matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "forward")
+                || matches!(s, Stmt::AsyncFunctionDef(f) if f.name.as_str() == "forward")
+        });
+        let is_lightning = bases.iter().any(|b| b.ends_with("LightningModule"));
+        let is_module = has_forward
+            || is_lightning
+            || bases.iter().any(|b| {
+                MODULE_BASES.contains(&b.as_str())
+                    || MODULE_BASE_PREFIXES.iter().any(|p| b.starts_with(p))
+                    || b.ends_with("PreTrainedModel")
+                    || self.module_classes.get(b).copied().unwrap_or(false)
+            });
+        let name = class.name.as_str().to_owned();
+        let is_loss = bases.iter().any(|b| b.ends_with("_Loss"))
+            || (is_module && name.to_ascii_lowercase().contains("loss"));
+        self.module_classes.insert(name.clone(), is_module);
+        self.scopes.push(Scope {
+            kind: ScopeKind::Class(ClassInfo {
+                name,
+                bases,
+                is_module,
+                is_lightning,
+                is_loss,
+            }),
+            bindings: HashMap::new(),
+            locals: LocalFacts::default(),
+        });
+    }
+
+    /// Enter a function body; computes its local facts.
+    pub fn push_function(
+        &mut self,
+        name: &str,
+        args: &ast::Arguments,
+        body: &[Stmt],
+        range: TextRange,
+    ) {
+        let class = match self.scopes.last().map(|s| &s.kind) {
+            Some(ScopeKind::Class(c)) => Some(c.clone()),
+            _ => None,
+        };
+        let in_module_class = class.as_ref().is_some_and(|c| c.is_module);
+        let is_forward = in_module_class && matches!(name, "forward" | "__call__");
+        let lower = name.to_ascii_lowercase();
+        let is_training_step = is_training_step_name(&lower);
+        let is_loss =
+            lower.contains("loss") || (is_forward && class.as_ref().is_some_and(|c| c.is_loss));
+        let params = args
+            .posonlyargs
+            .iter()
+            .chain(&args.args)
+            .map(|a| a.def.arg.as_str().to_owned())
+            .chain(args.vararg.iter().map(|a| a.arg.as_str().to_owned()))
+            .chain(
+                args.kwonlyargs
+                    .iter()
+                    .map(|a| a.def.arg.as_str().to_owned()),
+            )
+            .chain(args.kwarg.iter().map(|a| a.arg.as_str().to_owned()))
+            .collect();
+        let mut locals = LocalFacts::default();
+        collect_assignments(self, body, &mut locals);
+        self.scopes.push(Scope {
+            kind: ScopeKind::Function(FunctionInfo {
+                name: name.to_owned(),
+                is_method: class.is_some(),
+                in_module_class,
+                is_forward,
+                is_training_step,
+                is_loss,
+                params,
+                range,
+            }),
+            bindings: HashMap::new(),
+            locals,
+        });
+    }
+
+    /// Leave the innermost class or function.
+    pub fn pop_scope(&mut self) {
+        if self.scopes.len() > 1 {
+            self.scopes.pop();
+        }
+    }
+
+    /// All enclosing scopes, outermost (the module) first.
+    pub fn scopes(&self) -> &[Scope] {
+        &self.scopes
+    }
+
+    /// The innermost enclosing function, if any.
+    pub fn current_function(&self) -> Option<&FunctionInfo> {
+        self.scopes.iter().rev().find_map(|s| match &s.kind {
+            ScopeKind::Function(f) => Some(f),
+            _ => None,
+        })
+    }
+
+    /// Local facts of the innermost enclosing function (empty at module level).
+    pub fn locals(&self) -> &LocalFacts {
+        self.scopes
+            .iter()
+            .rev()
+            .find(|s| matches!(s.kind, ScopeKind::Function(_)))
+            .map_or(&self.scopes[0].locals, |s| &s.locals)
+    }
+
+    /// The class enclosing the innermost function (or the class body being walked).
+    pub fn current_class(&self) -> Option<&ClassInfo> {
+        self.scopes.iter().rev().find_map(|s| match &s.kind {
+            ScopeKind::Class(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// Inside any function enclosed (at any depth) by an `nn.Module` subclass.
+    pub fn in_module_method(&self) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| matches!(&s.kind, ScopeKind::Function(f) if f.in_module_class))
+    }
+
+    /// Inside `forward` of an `nn.Module` subclass (or a function nested in it).
+    pub fn in_forward(&self) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| matches!(&s.kind, ScopeKind::Function(f) if f.is_forward))
+    }
+
+    /// Inside a training-step or loss function (or a function nested in one).
+    pub fn in_training_or_loss(&self) -> bool {
+        self.scopes
+            .iter()
+            .any(|s| matches!(&s.kind, ScopeKind::Function(f) if f.is_training_step || f.is_loss))
+    }
+
+    /// Code that runs on the device: methods of `nn.Module` subclasses, loss and
+    /// training-step functions.
+    pub fn in_device_code(&self) -> bool {
+        self.in_module_method() || self.in_training_or_loss()
+    }
+
+    /// The enclosing symbol as `Class.method` (nested names joined with `.`); `None` at
+    /// module level.
+    pub fn symbol(&self) -> Option<String> {
+        let names: Vec<&str> = self
+            .scopes
+            .iter()
+            .filter_map(|s| match &s.kind {
+                ScopeKind::Module => None,
+                ScopeKind::Class(c) => Some(c.name.as_str()),
+                ScopeKind::Function(f) => Some(f.name.as_str()),
+            })
+            .collect();
+        (!names.is_empty()).then(|| names.join("."))
+    }
+
+    // ---- statement and expression context ----------------------------------------------
+
+    pub fn push_stmt(&mut self, stmt: &'a Stmt) {
+        self.stmts.push(stmt);
+    }
+    pub fn pop_stmt(&mut self) {
+        self.stmts.pop();
+    }
+    pub fn push_expr(&mut self, expr: &'a Expr) {
+        self.exprs.push(expr);
+    }
+    pub fn pop_expr(&mut self) {
+        self.exprs.pop();
+    }
+
+    /// Enclosing statements, outermost first (the statement being checked is not included
+    /// while its own hook runs; while an expression hook runs, the last one is the
+    /// statement that contains it).
+    pub fn stmts(&self) -> &[&'a Stmt] {
+        &self.stmts
+    }
+
+    /// The innermost enclosing statement.
+    pub fn current_stmt(&self) -> Option<&'a Stmt> {
+        self.stmts.last().copied()
+    }
+
+    /// Enclosing expressions of the expression being checked, outermost first, up to the
+    /// enclosing statement.
+    pub fn exprs(&self) -> &[&'a Expr] {
+        &self.exprs
+    }
+
+    /// The direct parent expression of the expression being checked.
+    pub fn parent_expr(&self) -> Option<&'a Expr> {
+        self.exprs.last().copied()
+    }
+
+    /// Enclosing `for`/`while` loops within the innermost function, innermost first.
+    pub fn loops(&self) -> impl Iterator<Item = &'a Stmt> + '_ {
+        self.stmts
+            .iter()
+            .rev()
+            .take_while(|s| !matches!(s, Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_)))
+            .filter(|s| matches!(s, Stmt::For(_) | Stmt::AsyncFor(_) | Stmt::While(_)))
+            .copied()
+    }
+
+    /// Inside the body of `if __name__ == "__main__":`.
+    pub fn in_main_guard(&self) -> bool {
+        self.main_guard_depth > 0
+    }
+    pub fn enter_main_guard(&mut self) {
+        self.main_guard_depth += 1;
+    }
+    pub fn exit_main_guard(&mut self) {
+        self.main_guard_depth = self.main_guard_depth.saturating_sub(1);
+    }
+
+    /// The innermost `try` block that catches `ImportError`, when the walk is in its body.
+    pub fn import_guard(&self) -> Option<&ImportGuard<'a>> {
+        self.import_guards.last()
+    }
+    pub fn enter_import_guard(&mut self, guard: ImportGuard<'a>) {
+        self.import_guards.push(guard);
+    }
+    pub fn exit_import_guard(&mut self) {
+        self.import_guards.pop();
+    }
+}
+
+/// `pkg/models/policy.py` → (`pkg.models.policy`, false); `pkg/__init__.py` → (`pkg`, true).
+pub fn module_name(path: &str) -> (String, bool) {
+    let stem = path.strip_suffix(".py").unwrap_or(path);
+    let mut parts: Vec<&str> = stem.split('/').filter(|p| !p.is_empty()).collect();
+    let is_package = parts.last() == Some(&"__init__");
+    if is_package {
+        parts.pop();
+    }
+    (parts.join("."), is_package)
+}
+
+fn is_training_step_name(lower: &str) -> bool {
+    const EXACT: &[&str] = &["train", "fit", "step", "train_step", "training_step"];
+    if EXACT.contains(&lower) {
+        return true;
+    }
+    let words: Vec<&str> = lower.split('_').filter(|w| !w.is_empty()).collect();
+    let has = |w: &str| words.contains(&w);
+    (has("train") || has("training") || has("validation") || has("val") || has("eval"))
+        && (has("step") || has("epoch") || has("loop") || has("batch") || has("iter"))
+        || lower.ends_with("_step")
+}
+
+/// The source-like dotted text of a name or attribute chain (`nn.Module`), else `?`.
+pub fn dotted(expr: &Expr) -> String {
+    match expr {
+        Expr::Name(n) => n.id.as_str().to_owned(),
+        Expr::Attribute(a) => format!("{}.{}", dotted(&a.value), a.attr.as_str()),
+        Expr::Call(c) => dotted(&c.func),
+        Expr::Subscript(s) => dotted(&s.value),
+        _ => "?".to_owned(),
+    }
+}
+
+/// Does a handler list catch `ImportError` (or `ModuleNotFoundError`, `Exception`,
+/// `BaseException`, a bare `except:`)?
+pub fn catches_import_error(handlers: &[ast::ExceptHandler]) -> bool {
+    handlers.iter().any(|ast::ExceptHandler::ExceptHandler(h)| {
+        h.type_.as_deref().is_none_or(is_import_error_type)
+    })
+}
+
+fn is_import_error_type(expr: &Expr) -> bool {
+    match expr {
+        Expr::Tuple(t) => t.elts.iter().any(is_import_error_type),
+        other => matches!(
+            dotted(other).as_str(),
+            "ImportError" | "ModuleNotFoundError" | "Exception" | "BaseException"
+        ),
+    }
+}
+
+/// Does some `ImportError`-catching handler raise?
+pub fn import_handler_reraises(handlers: &[ast::ExceptHandler]) -> bool {
+    handlers.iter().any(|ast::ExceptHandler::ExceptHandler(h)| {
+        h.type_.as_deref().is_none_or(is_import_error_type) && body_raises(&h.body)
+    })
+}
+
+fn body_raises(body: &[Stmt]) -> bool {
+    body.iter().any(|s| match s {
+        Stmt::Raise(_) => true,
+        Stmt::If(i) => body_raises(&i.body) || body_raises(&i.orelse),
+        Stmt::With(w) => body_raises(&w.body),
+        Stmt::Try(t) => body_raises(&t.body) || body_raises(&t.finalbody),
+        _ => false,
+    })
+}
+
+/// Is this `if` test `__name__ == "__main__"` (either order)?
+pub fn is_main_guard_test(test: &Expr) -> bool {
+    let Expr::Compare(cmp) = test else {
+        return false;
+    };
+    let ([op], [right]) = (cmp.ops.as_slice(), cmp.comparators.as_slice()) else {
+        return false;
+    };
+    if !matches!(op, ast::CmpOp::Eq) {
+        return false;
+    }
+    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == "__name__");
+    let is_main = |e: &Expr| matches!(e, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s == "__main__"));
+    (is_name(&cmp.left) && is_main(right)) || (is_main(&cmp.left) && is_name(right))
+}
+
+/// Collect the assignments of a function body, not descending into nested functions and
+/// classes.
+fn collect_assignments(semantic: &Semantic<'_>, body: &[Stmt], out: &mut LocalFacts) {
+    for stmt in body {
+        match stmt {
+            Stmt::Assign(a) => {
+                for target in &a.targets {
+                    record_target(semantic, target, &a.value, stmt.range(), out);
+                }
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(value) = &a.value {
+                    record_target(semantic, &a.target, value, stmt.range(), out);
+                }
+            }
+            Stmt::For(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::AsyncFor(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::While(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::If(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::With(s) => collect_assignments(semantic, &s.body, out),
+            Stmt::AsyncWith(s) => collect_assignments(semantic, &s.body, out),
+            Stmt::Try(s) => {
+                collect_assignments(semantic, &s.body, out);
+                for ast::ExceptHandler::ExceptHandler(h) in &s.handlers {
+                    collect_assignments(semantic, &h.body, out);
+                }
+                collect_assignments(semantic, &s.orelse, out);
+                collect_assignments(semantic, &s.finalbody, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+fn record_target(
+    semantic: &Semantic<'_>,
+    target: &Expr,
+    value: &Expr,
+    range: TextRange,
+    out: &mut LocalFacts,
+) {
+    let Expr::Name(name) = target else {
+        return;
+    };
+    let name = name.id.as_str();
+    let (call, has_device_kw, moves_to_device, moves_itself) = match value {
+        Expr::Call(call) => {
+            let has_device_kw = call
+                .keywords
+                .iter()
+                .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"));
+            let (moves, itself) = match call.func.as_ref() {
+                Expr::Attribute(attr)
+                    if matches!(attr.attr.as_str(), "to" | "cuda" | "npu" | "type_as") =>
+                {
+                    (
+                        true,
+                        matches!(attr.value.as_ref(), Expr::Name(n) if n.id.as_str() == name),
+                    )
+                }
+                _ => (false, false),
+            };
+            (semantic.resolve(&call.func), has_device_kw, moves, itself)
+        }
+        _ => (None, false, false, false),
+    };
+    out.assignments
+        .entry(name.to_owned())
+        .or_default()
+        .push(Assignment {
+            range,
+            call,
+            has_device_kw,
+            moves_to_device,
+            moves_itself,
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn module_names() {
+        assert_eq!(
+            module_name("pkg/models/policy.py"),
+            ("pkg.models.policy".into(), false)
+        );
+        assert_eq!(module_name("pkg/__init__.py"), ("pkg".into(), true));
+        assert_eq!(module_name("train.py"), ("train".into(), false));
+    }
+
+    #[test]
+    fn relative_imports_resolve() {
+        let s = Semantic::new("pkg/models/policy.py");
+        assert_eq!(
+            s.import_from_module(1, Some("heads")).as_deref(),
+            Some("pkg.models.heads")
+        );
+        assert_eq!(
+            s.import_from_module(2, Some("utils")).as_deref(),
+            Some("pkg.utils")
+        );
+        assert_eq!(s.import_from_module(1, None).as_deref(), Some("pkg.models"));
+        assert_eq!(s.import_from_module(4, None), None);
+        let init = Semantic::new("pkg/__init__.py");
+        assert_eq!(
+            init.import_from_module(1, Some("a")).as_deref(),
+            Some("pkg.a")
+        );
+    }
+
+    #[test]
+    fn training_step_names() {
+        for yes in [
+            "training_step",
+            "train_one_epoch",
+            "train_loop",
+            "val_step",
+            "train",
+        ] {
+            assert!(is_training_step_name(yes), "{yes}");
+        }
+        for no in ["trainer_config", "build_dataset", "get_train_transforms"] {
+            assert!(!is_training_step_name(no), "{no}");
+        }
+    }
+}
