@@ -1,0 +1,102 @@
+"""Entry of the harness: read the request, set up torch (and the emulated NPU), run one mode, write results."""
+
+import json
+import os
+import platform
+import sys
+import threading
+import time
+import traceback
+
+from .protocol import FAIL, PASS, SKIP, WARN, Results
+
+STARTED = time.perf_counter()
+
+
+def _exit_soon(code):
+    """Leave even when the program left non-daemon threads or worker processes behind."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    timer = threading.Timer(10.0, lambda: os._exit(code))
+    timer.daemon = True
+    timer.start()
+    sys.exit(code)
+
+
+def main(args):
+    if len(args) != 1:
+        sys.stderr.write("usage: run_harness.py REQUEST.json\n")
+        sys.exit(2)
+    with open(args[0], encoding="utf-8") as f:
+        request = json.load(f)
+    results = Results(request["results"], bool(request.get("emulate")))
+    results.hello(
+        python=platform.python_version(),
+        executable=sys.executable,
+        platform=platform.platform(),
+        mode=request["mode"],
+    )
+    code = 0
+    try:
+        code = run_mode(request, results)
+    except BaseException as exc:  # a harness bug must still end in a result, with its traceback
+        traceback.print_exc()
+        results.check(
+            "harness",
+            FAIL,
+            "the harness itself failed: {}: {}".format(type(exc).__name__, exc),
+            "report this with the harness output shown above",
+        )
+        code = 3
+    results.fact("timing", {"harness_total_s": time.perf_counter() - STARTED})
+    results.done()
+    _exit_soon(code)
+
+
+def setup_torch(request, results):
+    """Import torch and, with --emulate-npu, install the emulated npu device. None when torch is unusable."""
+    t0 = time.perf_counter()
+    try:
+        import torch
+    except BaseException as exc:
+        results.check(
+            "runtime.torch",
+            FAIL,
+            "import torch failed: {}: {}".format(type(exc).__name__, exc),
+            "install torch in this interpreter, or point verify at the env that has it (--python / --conda-env)",
+            emulated=False,
+        )
+        return None
+    results.fact("timing", {"torch_import_s": time.perf_counter() - t0})
+    if request.get("emulate"):
+        emulator_dir = request["emulator_dir"]
+        sys.path.insert(0, emulator_dir)
+        try:
+            import npu_emulator
+
+            npu_emulator.install()
+        except BaseException as exc:
+            results.check(
+                "emulator",
+                FAIL,
+                "the emulated npu device could not be installed: {}: {}".format(type(exc).__name__, exc),
+                "the emulator needs CPU torch >= 2.10 and no real torch_npu in the same process",
+            )
+            return None
+    return torch
+
+
+def run_mode(request, results):
+    mode = request["mode"]
+    if mode == "runtime":
+        from . import runtime
+
+        return runtime.run(request, results, setup_torch)
+    if mode in ("pipeline", "data"):
+        from . import program
+
+        return program.run(request, results, setup_torch)
+    raise ValueError("unknown mode {!r}".format(mode))
+
+
+__all__ = ["main", "PASS", "WARN", "FAIL", "SKIP"]

@@ -1,0 +1,458 @@
+"""`--pipeline` and `--data`: run the project's own training entry under observation.
+
+Pipeline: apply the runtime patcher (the program's own, or ours when the entry point does not apply one),
+count optimizer steps and stop after N; report step times, the loss (the tensor ``backward()`` was called on),
+where the parameters live, float64 tensors on the device, CPU fallbacks, and which patches fired where.
+
+Data: the first DataLoader the program iterates is drained for N batches by the harness, then the program is
+stopped; if the program fails before iterating one, the first DataLoader it built is drained instead.
+"""
+
+import os
+import sys
+import time
+import traceback
+import weakref
+
+from .classify import classify
+from .launch import run as launch_run
+from .observe import HarnessStop, Observer, describe_batch
+from .patcher import PatcherWatch
+from .protocol import FAIL, PASS, SKIP, WARN
+
+
+def run(request, results, setup_torch):
+    torch = setup_torch(request, results)
+    if torch is None:
+        return 1
+    root = request["project_root"]
+    mode = request["mode"]
+    device_type = request.get("device_type", "npu")
+    emulated = bool(request.get("emulate"))
+
+    watch = PatcherWatch()
+    if request.get("patches_file"):
+        if watch.load(request["patches_file"]) is None:
+            results.check(
+                mode + ".patcher",
+                FAIL,
+                "{} cannot be imported: {}".format(request["patches_file"], watch.error),
+                "copy the shipped runtime_patches.py again (`npu-assets init PROJECT`)",
+            )
+    if request.get("apply_patcher") and watch.module is not None:
+        try:
+            watch.apply_ourselves()
+        except BaseException as exc:
+            results.check(mode + ".patcher", FAIL, "applying the runtime patcher failed: {}: {}".format(
+                type(exc).__name__, exc), "compare runtime_patches.py with the shipped copy")
+
+    observer = Observer(torch, root, device_type, steps=request.get("steps"))
+    if mode == "pipeline":
+        observer.install()
+    loaders = DataWatch(torch, request.get("batches", 3), observer) if mode == "data" else None
+    if loaders is not None:
+        loaders.install()
+
+    results.fact("timing", {"program_start_s": time.perf_counter() - _started()})
+    program_t0 = time.perf_counter()
+    outcome = launch_run(request["launch"])
+    program_s = time.perf_counter() - program_t0
+    observer.uninstall()
+    if loaders is not None:
+        loaders.uninstall()
+    if outcome.exc is not None and outcome.kind == "raised":
+        sys.stderr.write("npu-verify harness: the program raised:\n")
+        traceback.print_exception(type(outcome.exc), outcome.exc, outcome.exc.__traceback__)
+    results.fact("timing", {"program_s": program_s, "first_step_s": observer.step_times[0] if observer.step_times else None})
+
+    if mode == "pipeline":
+        code = report_pipeline(request, results, observer, watch, outcome, emulated)
+    else:
+        code = report_data(request, results, loaders, outcome)
+    watch.remove_all()
+    return code
+
+
+def _started():
+    from .main import STARTED
+
+    return STARTED
+
+
+def ending(outcome, root):
+    """(status, detail, remedy, reason) of how the program ended, when it did not end by our stop."""
+    if outcome.kind == "raised":
+        reason, detail, remedy = classify(outcome.exc, root)
+        return FAIL, detail, remedy, reason
+    if outcome.kind == "exit":
+        return (
+            FAIL,
+            "the program exited with status {!r} before the harness stopped it".format(outcome.code),
+            "run the same command by hand; an argument error means the config flag or path is wrong (--config, "
+            "--entry, or `-- <launch command>`)",
+            "exit",
+        )
+    return None
+
+
+def report_pipeline(request, results, observer, watch, outcome, emulated):
+    root, want = request["project_root"], request["steps"]
+    steps = observer.steps
+    times = [round(t, 4) for t in observer.step_times]
+    ended = ending(outcome, root) if outcome.kind != "stopped" else None
+    data = {"steps": steps, "step_times_s": times, "outcome": outcome.kind}
+    if ended is not None:
+        status, detail, remedy, reason = ended
+        data["reason"] = reason
+        results.check("pipeline.run", FAIL, "after {} of {} optimizer steps, {}".format(steps, want, detail), remedy, data=data)
+    elif steps < want:
+        results.check(
+            "pipeline.run",
+            FAIL,
+            "the program ended after {} of {} optimizer steps".format(steps, want),
+            "point verify at the training entry (--entry FILE or `-- <launch command>`) and a config that trains "
+            "at least {} steps".format(want),
+            data=dict(data, reason="too-few-steps"),
+        )
+    else:
+        detail = "{} optimizer steps ran and the harness stopped the program; step times {} s".format(
+            steps, ", ".join("{:.3f}".format(t) for t in times))
+        results.check("pipeline.run", PASS, detail, data=data)
+
+    if steps == 0:
+        for name in ("pipeline.loss", "pipeline.params_device", "pipeline.float64", "pipeline.cpu_fallback"):
+            results.check(name, SKIP, "no optimizer step was reached")
+    else:
+        report_loss(results, observer)
+        report_params(results, observer, request, emulated)
+        report_float64(results, observer, "pipeline")
+        report_fallbacks(results, observer, "pipeline")
+    report_patches(results, watch, steps)
+    return 0
+
+
+def report_loss(results, observer):
+    losses = observer.losses
+    if not losses:
+        results.check(
+            "pipeline.loss",
+            WARN,
+            "no `.backward()` call was seen before the optimizer steps (a custom backward path?)",
+            "nothing to fix if the loss is produced elsewhere; the finite-loss check could not run",
+        )
+        return
+    bad = [l for l in losses if l.get("finite") is False]
+    values = [l.get("value") for l in losses]
+    summary = "loss {} ({}, {})".format(
+        ", ".join("{:.4g}".format(v) if isinstance(v, float) else "?" for v in values),
+        losses[-1]["dtype"], losses[-1]["device"])
+    if bad:
+        results.check(
+            "pipeline.loss",
+            FAIL,
+            "the loss is not finite at step {} ({}); {}".format(bad[0]["step"], bad[0].get("site"), summary),
+            "look for float16 overflow, log/sqrt of non-positive values or nan_to_num on half precision "
+            "(NanToNumSafe); run with ASCEND_LAUNCH_BLOCKING=1 to find the first bad op",
+            data={"losses": losses},
+        )
+    elif any("error" in l for l in losses):
+        results.check("pipeline.loss", WARN, "the loss value could not be read: {}".format(losses[0].get("error")),
+                      "check that the loss is a tensor on the device", data={"losses": losses})
+    else:
+        results.check("pipeline.loss", PASS, summary + ", finite", data={"losses": losses})
+
+
+def report_params(results, observer, request, emulated):
+    params = observer.params or {}
+    want = request.get("device_type", "npu")
+    devices = params.get("devices", {})
+    on_device = sum(n for d, n in devices.items() if d.split(":")[0] == want)
+    total = params.get("count", 0)
+    detail = "{} of {} parameters of {} on {} ({})".format(
+        on_device, total, params.get("optimizer", "the optimizer"), want,
+        ", ".join("{}: {}".format(d, n) for d, n in sorted(devices.items())))
+    if total and on_device == total:
+        results.check("pipeline.params_device", PASS, detail, data=params)
+    else:
+        where = ", ".join(sorted(devices))
+        results.check(
+            "pipeline.params_device",
+            FAIL,
+            detail,
+            "move the model with `.to(device)` where device is `npu` (parameters are on {}); check the config's "
+            "device entry and that the entry point imports torch_npu{}".format(
+                where, "" if emulated else " (or pass --emulate-npu on a machine without an NPU)"),
+            data=params,
+        )
+
+
+def report_float64(results, observer, prefix):
+    if observer.float64_count == 0:
+        results.check(prefix + ".float64", PASS, "no float64 tensor was created on the device")
+        return
+    sites = sorted(observer.float64_sites.items(), key=lambda kv: -kv[1])[:5]
+    results.check(
+        prefix + ".float64",
+        WARN,
+        "{} float64 tensors were created on the device, e.g. at {}".format(
+            observer.float64_count, ", ".join("{} ({}x)".format(s, n) for s, n in sites)),
+        "use float32 there (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` may silently be fp32); "
+        "npu-scan reports these as P_F64",
+        data={"count": observer.float64_count, "sites": dict(sites)},
+    )
+
+
+def report_fallbacks(results, observer, prefix):
+    if not observer.fallbacks:
+        results.check(prefix + ".cpu_fallback", PASS, "no CPU-fallback warning was seen")
+        return
+    ops = ", ".join("aten::{} ({}x)".format(op, n) for op, n in sorted(observer.fallbacks.items()))
+    results.check(
+        prefix + ".cpu_fallback",
+        WARN,
+        "operators fell back to the CPU: " + ops,
+        "each fallback copies tensors to the host and back every step; replace the op (see NPU-FACTS.md) or set "
+        "TORCH_NPU_FALLBACK_CPU_DISABLE=1 to find where it is called",
+        data=observer.fallbacks,
+    )
+
+
+def report_patches(results, watch, steps):
+    if watch.module is None:
+        results.check("pipeline.patches", SKIP, "no runtime_patches.py was loaded")
+        return
+    reports = watch.reports()
+    if not watch.patchers:
+        results.check(
+            "pipeline.patches",
+            FAIL,
+            "the program never built a runtime patcher (build_vla_patcher was not called)",
+            "apply it at the entry point: `from runtime_patches import build_vla_patcher; build_vla_patcher().apply()`",
+        )
+        return
+    fired = summarize_fires(reports)
+    who = "the harness (the entry point applies none)" if watch.applied_by_harness else "the program"
+    if fired:
+        detail = "patcher applied by {}; fired: {}".format(
+            who, "; ".join("{} {}x, first at {}".format(n, c, s or "?") for n, c, s in fired))
+    else:
+        detail = "patcher applied by {}; no patch fired".format(who)
+    status = WARN if watch.applied_by_harness else PASS
+    remedy = (
+        "the entry point must apply the patcher itself: `build_vla_patcher().apply()` (P_ENT)"
+        if watch.applied_by_harness else None
+    )
+    results.check("pipeline.patches", status, detail, remedy, data={"reports": reports})
+
+
+def summarize_fires(reports):
+    """[(patch, count, first site)] of patches that fired, from whatever shape report() returned."""
+    out = []
+    for report in reports:
+        entries = report
+        if isinstance(report, dict):
+            for key in ("patches", "fired", "fires", "applied"):
+                if isinstance(report.get(key), (list, dict)):
+                    entries = report[key]
+                    break
+        if isinstance(entries, dict):
+            entries = [dict(v, name=k) if isinstance(v, dict) else {"name": k, "count": v} for k, v in entries.items()]
+        if not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            count = entry.get("fired", entry.get("fire_count", entry.get("count", entry.get("calls", 0))))
+            if isinstance(count, (int, float)) and count > 0:
+                site = entry.get("first_call_site") or entry.get("first_site") or entry.get("site")
+                out.append((entry.get("name") or entry.get("patch"), int(count), site))
+    return out
+
+
+class DataWatch:
+    """Find the program's DataLoaders; drain the first one it iterates."""
+
+    def __init__(self, torch, batches, observer):
+        self.torch = torch
+        self.want = batches
+        self.observer = observer
+        self.built = []
+        self.drained = None
+        self._undo = []
+
+    def install(self):
+        DataLoader = self.torch.utils.data.DataLoader
+        original_init, original_iter = DataLoader.__init__, DataLoader.__iter__
+        watch = self
+
+        def __init__(self, *args, **kwargs):
+            original_init(self, *args, **kwargs)
+            watch.built.append(weakref.ref(self))
+
+        def __iter__(self):
+            if watch.drained is None:
+                watch.drain(self, original_iter)
+                raise HarnessStop("{} batches drawn".format(len(watch.drained["batches"])))
+            return original_iter(self)
+
+        DataLoader.__init__, DataLoader.__iter__ = __init__, __iter__
+        self._original_iter = original_iter
+        self._undo.append(lambda: setattr(DataLoader, "__init__", original_init))
+        self._undo.append(lambda: setattr(DataLoader, "__iter__", original_iter))
+
+    def uninstall(self):
+        while self._undo:
+            self._undo.pop()()
+
+    def drain(self, loader, original_iter):
+        try:
+            import numpy as np
+        except ImportError:
+            np = None
+        info = {
+            "batches": [],
+            "num_workers": getattr(loader, "num_workers", None),
+            "batch_size": getattr(loader, "batch_size", None),
+            "dataset": type(getattr(loader, "dataset", None)).__name__,
+            "error": None,
+            "times_s": [],
+        }
+        self.drained = info
+        t0 = time.perf_counter()
+        iterator = None
+        try:
+            iterator = original_iter(loader)
+            last = t0
+            for _ in range(self.want):
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    break
+                now = time.perf_counter()
+                info["times_s"].append(now - last)
+                last = now
+                info["batches"].append(describe_batch(batch, self.torch, np))
+        except HarnessStop:
+            raise
+        except BaseException as exc:
+            info["error"] = exc
+        finally:
+            iterator = None
+        info["total_s"] = time.perf_counter() - t0
+
+    def drain_leftover(self):
+        """Drain the first DataLoader the program built, when it never iterated one."""
+        for ref in self.built:
+            loader = ref()
+            if loader is not None:
+                self.drain(loader, self._original_iter)
+                return True
+        return False
+
+
+def report_data(request, results, loaders, outcome):
+    root, want = request["project_root"], request["batches"]
+    early = None
+    if loaders.drained is None:
+        if outcome.kind != "stopped":
+            early = ending(outcome, root)
+        if not loaders.drain_leftover():
+            if early is not None:
+                status, detail, remedy, reason = early
+                results.check("data.run", FAIL, "no DataLoader was iterated; " + detail, remedy, data={"reason": reason})
+            else:
+                results.check(
+                    "data.run",
+                    FAIL,
+                    "the program built no torch DataLoader (it ended: {})".format(outcome.kind),
+                    "point verify at the training entry (--entry FILE or `-- <launch command>`)",
+                    data={"reason": "no-dataloader"},
+                )
+            return 0
+    info = loaders.drained
+    error = info["error"]
+    got = len(info["batches"])
+    if error is not None:
+        reason, detail, remedy = classify(error, root)
+        worker = "DataLoader worker" in str(error)
+        results.check(
+            "data.workers" if worker else "data.run",
+            FAIL,
+            "after {} of {} batches, {}".format(got, want, detail),
+            remedy,
+            data={"reason": "worker-error" if worker else reason},
+        )
+    elif got < want:
+        results.check("data.run", FAIL, "the DataLoader ended after {} of {} batches".format(got, want),
+                      "use a dataset with at least {} batches (or --batches {})".format(want, max(got, 1)))
+    else:
+        note = ""
+        if early is not None:
+            note = "; the program itself failed before iterating it ({})".format(early[1])
+        results.check(
+            "data.run",
+            WARN if early is not None else PASS,
+            "{} batches from the program's DataLoader ({}, batch_size={}, num_workers={}){}".format(
+                got, info["dataset"], info["batch_size"], info["num_workers"], note),
+            early[2] if early is not None else None,
+            data={"reason": early[3]} if early is not None else None,
+        )
+    if error is None and info["num_workers"]:
+        results.check("data.workers", PASS, "{} worker processes delivered batches".format(info["num_workers"]))
+    if not info["batches"]:
+        return 0
+
+    fields = {}
+    for batch in info["batches"]:
+        for name, entry in batch.items():
+            agg = fields.setdefault(name, {"shapes": [], "dtypes": [], "nan": 0, "inf": 0})
+            if "shape" in entry and entry["shape"] not in agg["shapes"]:
+                agg["shapes"].append(entry["shape"])
+            dtype = entry.get("dtype", entry.get("type"))
+            if dtype not in agg["dtypes"]:
+                agg["dtypes"].append(dtype)
+            agg["nan"] += entry.get("nan", 0)
+            agg["inf"] += entry.get("inf", 0)
+    layout = "; ".join(
+        "{} {} {}".format(name, "/".join(str(d) for d in agg["dtypes"]), " | ".join(str(s) for s in agg["shapes"]))
+        for name, agg in sorted(fields.items()))
+    results.check("data.batches", PASS, layout, data=fields)
+
+    bad = {n: (a["nan"], a["inf"]) for n, a in fields.items() if a["nan"] or a["inf"]}
+    if bad:
+        results.check(
+            "data.nan_inf",
+            FAIL,
+            "non-finite values: " + ", ".join("{} ({} NaN, {} Inf)".format(n, v[0], v[1]) for n, v in sorted(bad.items())),
+            "clean or mask these fields in the dataset; NaN inputs make the loss NaN on any device",
+        )
+    else:
+        results.check("data.nan_inf", PASS, "no NaN or Inf in {} floating-point fields".format(
+            sum(1 for a in fields.values() if any(str(d).startswith(("float", "complex")) for d in a["dtypes"]))))
+
+    f64 = sorted(n for n, a in fields.items() if "float64" in a["dtypes"])
+    if f64:
+        results.check(
+            "data.float64",
+            WARN,
+            "float64 fields: {}".format(", ".join(f64)),
+            "produce float32 in the dataset (`.astype(np.float32)`); float64 is partial on Ascend (NPU-FACTS.md) "
+            "and costs host-device bandwidth; npu-scan reports these as P_F64",
+        )
+    else:
+        results.check("data.float64", PASS, "no float64 field")
+
+    times = info["times_s"]
+    if times:
+        total = sum(times)
+        steady = times[1:]
+        rate = got / total if total > 0 else float("inf")
+        steady_rate = len(steady) / sum(steady) if steady and sum(steady) > 0 else None
+        results.check(
+            "data.throughput",
+            PASS,
+            "{:.1f} batches/s over {} batches (first batch {:.3f} s{})".format(
+                rate, got, times[0], ", then {:.1f} batches/s".format(steady_rate) if steady_rate else ""),
+            data={"batches_per_s": rate, "steady_batches_per_s": steady_rate, "times_s": times},
+        )
+    return 0

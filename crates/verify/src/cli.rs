@@ -1,0 +1,97 @@
+//! Command-line arguments of `npu-verify`.
+
+use std::path::PathBuf;
+
+const EXAMPLES: &str = "\
+Examples:
+  npu-verify /path/to/model --runtime --pipeline --config configs/train.yaml
+  npu-verify /path/to/model --data --config configs/train.yaml
+  npu-verify . --pipeline --emulate-npu --steps 2          # pre-flight on a machine without an NPU
+  npu-verify . --runtime --conda-env torch_npu_env --format json
+  npu-verify . --pipeline -- python -m mypkg.train --config-name base
+
+Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 verify could not run.
+The JSON report is also written to PROJECT/migrate_to_cloudrobo/verify-report.json.";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Prove that a ported project runs on the NPU: static checks, the runtime, one short training
+/// run of the project's own entry point, and its real data.
+#[derive(Debug, clap::Parser)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "one field per command-line switch"
+)]
+#[command(name = "npu-verify", version, after_help = EXAMPLES)]
+pub struct Args {
+    /// The model project's root.
+    pub path: PathBuf,
+
+    /// Check the interpreter: Python, `torch/torch_npu` imports and versions, CANN environment,
+    /// visible devices, a matmul + backward on each device, bf16, the runtime patches' self-tests,
+    /// and the performance environment.
+    #[arg(long)]
+    pub runtime: bool,
+
+    /// Run the project's training entry for --steps optimizer steps under observation.
+    #[arg(long)]
+    pub pipeline: bool,
+
+    /// Pull --batches batches from the project's `DataLoader` through the training entry.
+    #[arg(long)]
+    pub data: bool,
+
+    /// The config the entry takes (`--config` for argparse entries; a YAML path or a config name
+    /// for hydra entries). Auto-detected when omitted.
+    #[arg(long, value_name = "CFG")]
+    pub config: Option<String>,
+
+    /// The training entry script (default: found among the project's entry points).
+    #[arg(long, value_name = "FILE")]
+    pub entry: Option<PathBuf>,
+
+    /// Optimizer steps to run with --pipeline.
+    #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
+    pub steps: u32,
+
+    /// Batches to pull with --data.
+    #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
+    pub batches: u32,
+
+    /// The Python interpreter (default: the active conda env's, else python3 on PATH).
+    #[arg(long, value_name = "PY", conflicts_with = "conda_env")]
+    pub python: Option<PathBuf>,
+
+    /// Run Python in this conda env (`conda run -n NAME python`).
+    #[arg(long, value_name = "NAME")]
+    pub conda_env: Option<String>,
+
+    /// Run on an emulated `npu` device on the CPU (no NPU, CANN or `torch_npu` needed).
+    #[arg(long)]
+    pub emulate_npu: bool,
+
+    /// Stop a harness run (runtime, pipeline or data) after this many seconds.
+    #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
+    pub timeout: u64,
+
+    /// The `issues.json` to check (default: ./issues.json, else PROJECT/issues.json).
+    #[arg(long, value_name = "PATH")]
+    pub issues: Option<PathBuf>,
+
+    /// Output format on stdout.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+
+    /// No progress messages on stderr.
+    #[arg(long, short)]
+    pub quiet: bool,
+
+    /// The project's own launch command, run instead of the detected entry
+    /// (`-- python train.py --config X`, `-- torchrun --nproc_per_node 8 train.py …`).
+    #[arg(last = true, value_name = "LAUNCH")]
+    pub launch: Vec<String>,
+}

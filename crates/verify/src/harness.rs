@@ -1,0 +1,455 @@
+//! Running the embedded Python harness: extract it, start it with duct in its own process
+//! group, enforce the timeout, and read back its results file.
+//!
+//! The harness writes one JSON record per line and flushes each, so the checks finished before a
+//! crash or a hang are kept; the combined stdout/stderr goes to a log file whose tail is shown
+//! when the harness fails.
+
+use crate::interpreter::Interpreter;
+use crate::report::{Check, HarnessRunInfo, Status};
+use std::ffi::OsString;
+use std::io::{Read, Seek, SeekFrom};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Files a harness run needs, extracted into a private temporary directory.
+pub struct Workspace {
+    dir: tempfile::TempDir,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot create the harness directory: {0}")]
+    TempDir(#[source] std::io::Error),
+    #[error("this npu-verify build lacks the embedded `{0}` assets")]
+    MissingAsset(&'static str),
+    #[error("cannot write {}: {source}", path.display())]
+    Write {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Workspace {
+    pub fn new() -> Result<Workspace, Error> {
+        let dir = tempfile::Builder::new()
+            .prefix("npu-verify-")
+            .tempdir()
+            .map_err(Error::TempDir)?;
+        extract_dir("harness", dir.path())?;
+        Ok(Workspace { dir })
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The emulator's folder (`npu_emulator`, the stand-in `torch_npu`), extracted on first use.
+    pub fn emulator(&self) -> Result<PathBuf, Error> {
+        let dir = self.path().join("emulator");
+        if !dir.is_dir() {
+            extract_dir("emulator", self.path())?;
+        }
+        Ok(dir)
+    }
+
+    /// The shipped `runtime_patches.py`, for projects without their own copy.
+    pub fn shipped_patches(&self) -> Result<Option<PathBuf>, Error> {
+        let Some(bytes) = patch_assets::get("runtime_patches.py") else {
+            return Ok(None);
+        };
+        let path = self.path().join("shipped").join("runtime_patches.py");
+        write(&path, bytes)?;
+        Ok(Some(path))
+    }
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), Error> {
+    let err = |source| Error::Write {
+        path: path.to_owned(),
+        source,
+    };
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).map_err(err)?;
+    }
+    std::fs::write(path, bytes).map_err(err)
+}
+
+fn extract_dir(name: &'static str, base: &Path) -> Result<(), Error> {
+    let dir = patch_assets::ASSETS
+        .get_dir(name)
+        .ok_or(Error::MissingAsset(name))?;
+    let mut stack = vec![dir];
+    let mut any = false;
+    while let Some(dir) = stack.pop() {
+        for file in dir.files() {
+            let path = file.path();
+            if path.extension().is_some_and(|e| e == "pyc") || path.ends_with(".keep") {
+                continue;
+            }
+            write(&base.join(path), file.contents())?;
+            any = true;
+        }
+        stack.extend(dir.dirs());
+    }
+    if any {
+        Ok(())
+    } else {
+        Err(Error::MissingAsset(name))
+    }
+}
+
+/// What one harness process produced.
+#[derive(Debug)]
+pub struct Outcome {
+    pub mode: String,
+    /// Every `check` record, in order.
+    pub checks: Vec<Check>,
+    /// `fact` records by name (later ones merged into earlier objects).
+    pub facts: serde_json::Map<String, serde_json::Value>,
+    /// The `hello` record: the harness started under this interpreter.
+    pub hello: Option<serde_json::Value>,
+    /// The `done` record: the harness reached its end.
+    pub done: bool,
+    pub exit_code: Option<i32>,
+    pub signal: Option<i32>,
+    pub timed_out: bool,
+    pub spawn_error: Option<String>,
+    pub wall: Duration,
+    /// The last lines of its combined output.
+    pub tail: String,
+}
+
+impl Outcome {
+    /// The harness could not run at all (no `hello`): the interpreter is unusable.
+    pub fn never_started(&self) -> bool {
+        self.hello.is_none()
+    }
+
+    pub fn info(&self) -> HarnessRunInfo {
+        let timing = self
+            .facts
+            .get("timing")
+            .and_then(serde_json::Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let failed = !self.done || self.timed_out || self.exit_code != Some(0);
+        HarnessRunInfo {
+            mode: self.mode.clone(),
+            wall_s: (self.wall.as_secs_f64() * 1000.0).round() / 1000.0,
+            exit_code: self.exit_code,
+            timed_out: self.timed_out,
+            timing,
+            output_tail: failed.then(|| self.tail.clone()),
+        }
+    }
+
+    /// A check saying how the harness died, when it did not end normally.
+    pub fn failure_check(&self, interpreter: &Interpreter, timeout: Duration) -> Option<Check> {
+        let name = format!("{}.harness", self.mode);
+        let tail = if self.tail.trim().is_empty() {
+            "it printed nothing".to_owned()
+        } else {
+            format!("it printed last:\n{}", self.tail.trim_end())
+        };
+        let shown = interpreter.info().command.join(" ");
+        if let Some(e) = &self.spawn_error {
+            return Some(Check::fail(
+                &name,
+                format!("cannot start `{shown}`: {e}"),
+                "pass a working interpreter with --python PATH or --conda-env NAME",
+            ));
+        }
+        if self.timed_out {
+            return Some(Check::fail(
+                &name,
+                format!(
+                    "the {} run did not finish within {} s and was stopped; {tail}",
+                    self.mode,
+                    timeout.as_secs()
+                ),
+                "find where it waits (a hung DataLoader worker, a distributed init waiting for peers, input()); \
+                 raise --timeout if the program only needs more time",
+            ));
+        }
+        if self.never_started() {
+            return Some(Check::fail(
+                &name,
+                format!(
+                    "`{shown}` did not start the harness ({}); {tail}",
+                    self.ended()
+                ),
+                "pass a Python >= 3.10 interpreter with --python PATH or --conda-env NAME",
+            ));
+        }
+        if !self.done {
+            return Some(Check::fail(
+                &name,
+                format!(
+                    "the harness died during the {} run ({}); {tail}",
+                    self.mode,
+                    self.ended()
+                ),
+                "the program killed the interpreter (a segfault or an out-of-memory kill is typical); run the same \
+                 command by hand to see the crash",
+            ));
+        }
+        None
+    }
+
+    fn ended(&self) -> String {
+        match (self.exit_code, self.signal) {
+            (_, Some(sig)) => format!("killed by signal {sig}"),
+            (Some(code), None) => format!("exit status {code}"),
+            (None, None) => "no exit status".to_owned(),
+        }
+    }
+}
+
+/// Run the harness for one mode; `request` is completed with the results path.
+pub fn run(
+    workspace: &Workspace,
+    interpreter: &Interpreter,
+    mode: &str,
+    mut request: serde_json::Value,
+    cwd: &Path,
+    env: &[(String, OsString)],
+    timeout: Duration,
+) -> Result<Outcome, Error> {
+    let base = workspace.path();
+    let results = base.join(format!("results-{mode}.jsonl"));
+    let log = base.join(format!("output-{mode}.log"));
+    let request_path = base.join(format!("request-{mode}.json"));
+    request["mode"] = mode.into();
+    request["results"] = results.display().to_string().into();
+    write(
+        &request_path,
+        serde_json::to_string(&request)
+            .unwrap_or_default()
+            .as_bytes(),
+    )?;
+    write(&results, b"")?;
+
+    let mut args = interpreter.args.clone();
+    args.push("-u".into());
+    args.push(base.join("harness").join("run_harness.py").into());
+    args.push(request_path.into());
+    let mut command = duct::cmd(&interpreter.program, &args)
+        .dir(cwd)
+        .stdin_null()
+        .stderr_to_stdout()
+        .stdout_path(&log)
+        .unchecked()
+        .before_spawn(|cmd| {
+            // Its own process group, so the timeout can stop DataLoader workers and launchers too.
+            cmd.process_group(0);
+            Ok(())
+        });
+    for (key, value) in env {
+        command = command.env(key, value);
+    }
+
+    let started = Instant::now();
+    let mut outcome = Outcome {
+        mode: mode.to_owned(),
+        checks: Vec::new(),
+        facts: serde_json::Map::new(),
+        hello: None,
+        done: false,
+        exit_code: None,
+        signal: None,
+        timed_out: false,
+        spawn_error: None,
+        wall: Duration::ZERO,
+        tail: String::new(),
+    };
+    match command.start() {
+        Err(e) => outcome.spawn_error = Some(e.to_string()),
+        Ok(handle) => {
+            let pgid = handle.pids().first().copied();
+            match handle.wait_timeout(timeout) {
+                Ok(Some(output)) => record_status(&mut outcome, output.status),
+                Ok(None) => {
+                    outcome.timed_out = true;
+                    stop_group(pgid, &handle);
+                }
+                Err(e) => outcome.spawn_error = Some(e.to_string()),
+            }
+            // Workers may outlive the harness; the group goes with it.
+            if let Some(pgid) = pgid {
+                kill_group(pgid, nix::sys::signal::Signal::SIGKILL);
+            }
+        }
+    }
+    outcome.wall = started.elapsed();
+    outcome.tail = tail(&log, 40, 4000);
+    read_results(&results, &mut outcome);
+    Ok(outcome)
+}
+
+fn record_status(outcome: &mut Outcome, status: std::process::ExitStatus) {
+    use std::os::unix::process::ExitStatusExt;
+    outcome.exit_code = status.code();
+    outcome.signal = status.signal();
+}
+
+fn kill_group(pgid: u32, signal: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(pgid) {
+        // The group may already be gone; nothing to do then.
+        let _ = nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+/// SIGTERM the group, give it 3 s, then SIGKILL.
+fn stop_group(pgid: Option<u32>, handle: &duct::Handle) {
+    if let Some(pgid) = pgid {
+        kill_group(pgid, nix::sys::signal::Signal::SIGTERM);
+        if matches!(handle.wait_timeout(Duration::from_secs(3)), Ok(Some(_))) {
+            return;
+        }
+        kill_group(pgid, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = handle.kill();
+    let _ = handle.wait_timeout(Duration::from_secs(3));
+}
+
+/// The last `lines` lines (at most `bytes` bytes) of a file.
+pub fn tail(path: &Path, lines: usize, bytes: u64) -> String {
+    let Ok(mut file) = std::fs::File::open(path) else {
+        return String::new();
+    };
+    let len = file.metadata().map_or(0, |m| m.len());
+    let start = len.saturating_sub(bytes);
+    if file.seek(SeekFrom::Start(start)).is_err() {
+        return String::new();
+    }
+    let mut buf = Vec::new();
+    let _ = file.read_to_end(&mut buf);
+    let text = String::from_utf8_lossy(&buf);
+    let all: Vec<&str> = text.lines().collect();
+    let mut kept = &all[all.len().saturating_sub(lines)..];
+    if start > 0 && kept.len() == all.len() && !kept.is_empty() {
+        kept = &kept[1..]; // the first line was cut in the middle
+    }
+    kept.join("\n")
+}
+
+fn read_results(path: &Path, outcome: &mut Outcome) {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return;
+    };
+    for line in text.lines() {
+        // A line cut short by a crash is not JSON: skip it.
+        let Ok(record) = serde_json::from_str::<serde_json::Value>(line) else {
+            continue;
+        };
+        match record.get("type").and_then(serde_json::Value::as_str) {
+            Some("hello") => outcome.hello = Some(record),
+            Some("done") => outcome.done = true,
+            Some("fact") => {
+                let Some(name) = record.get("name").and_then(serde_json::Value::as_str) else {
+                    continue;
+                };
+                let value = record.get("value").cloned().unwrap_or_default();
+                match (outcome.facts.get_mut(name), value) {
+                    (Some(serde_json::Value::Object(old)), serde_json::Value::Object(new)) => {
+                        old.extend(new)
+                    }
+                    (_, value) => {
+                        outcome.facts.insert(name.to_owned(), value);
+                    }
+                }
+            }
+            Some("check") => {
+                if let Some(check) = parse_check(&record) {
+                    outcome.checks.push(check);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
+fn parse_check(record: &serde_json::Value) -> Option<Check> {
+    let text = |key: &str| {
+        record
+            .get(key)
+            .and_then(serde_json::Value::as_str)
+            .map(str::to_owned)
+    };
+    let status = match text("status")?.as_str() {
+        "pass" => Status::Pass,
+        "warn" => Status::Warn,
+        "fail" => Status::Fail,
+        "skip" => Status::Skip,
+        _ => return None,
+    };
+    let mut check = Check::new(&text("name")?, status, text("detail").unwrap_or_default());
+    check.remedy = text("remedy");
+    check.emulated = record
+        .get("emulated")
+        .and_then(serde_json::Value::as_bool)
+        .unwrap_or(false);
+    check.data = record.get("data").filter(|d| !d.is_null()).cloned();
+    Some(check)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tail_keeps_the_last_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let text: String = (0..100).fold(String::new(), |mut s, i| {
+            use std::fmt::Write as _;
+            let _ = writeln!(s, "line {i}");
+            s
+        });
+        std::fs::write(&path, text).unwrap();
+        assert_eq!(tail(&path, 2, 4000), "line 98\nline 99");
+        let short = tail(&path, 100, 20);
+        assert!(short.ends_with("line 99"), "{short}");
+        assert!(
+            !short.starts_with("ne"),
+            "a cut first line is dropped: {short}"
+        );
+    }
+
+    #[test]
+    fn results_survive_a_cut_last_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r.jsonl");
+        std::fs::write(
+            &path,
+            "{\"type\":\"hello\",\"python\":\"3.11\"}\n\
+             {\"type\":\"check\",\"name\":\"runtime.torch\",\"status\":\"pass\",\"detail\":\"ok\",\"emulated\":true}\n\
+             {\"type\":\"fact\",\"name\":\"timing\",\"value\":{\"a\":1}}\n\
+             {\"type\":\"fact\",\"name\":\"timing\",\"value\":{\"b\":2}}\n\
+             {\"type\":\"check\",\"name\":\"x\",\"sta",
+        )
+        .unwrap();
+        let mut outcome = Outcome {
+            mode: "runtime".into(),
+            checks: vec![],
+            facts: serde_json::Map::new(),
+            hello: None,
+            done: false,
+            exit_code: None,
+            signal: None,
+            timed_out: false,
+            spawn_error: None,
+            wall: Duration::ZERO,
+            tail: String::new(),
+        };
+        read_results(&path, &mut outcome);
+        assert!(outcome.hello.is_some());
+        assert!(!outcome.done);
+        assert_eq!(outcome.checks.len(), 1);
+        assert!(outcome.checks[0].emulated);
+        assert_eq!(outcome.facts["timing"], serde_json::json!({"a": 1, "b": 2}));
+    }
+}

@@ -1,0 +1,335 @@
+//! The verify report: named checks with a status, a detail and a remedy, plus run metadata.
+//!
+//! `checks` is the stable part other tools read (the adaptation summary draft): every entry has
+//! `name`, `status` (`pass` | `warn` | `fail` | `skip`), `detail` and `remedy`.
+
+use serde::{Deserialize, Serialize};
+use std::fmt::Write as _;
+
+/// The report format version; bump only with an incompatible change.
+pub const REPORT_VERSION: u32 = 1;
+
+/// What the emulated device cannot tell (`EMULATOR-NOTES.md`, "What the emulator cannot tell you").
+pub const EMULATION_LIMITS: &str = "results marked emulated ran on an emulated npu device on the CPU: they check \
+control flow, devices and dtypes, not Ascend numerics, per-operator dtype/shape support beyond the documented \
+cases, private formats, memory/OOM, streams, multiple devices, HCCL or graph mode";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+    /// Not run (not applicable here, or an earlier failure made it meaningless).
+    Skip,
+}
+
+impl Status {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Pass => "pass",
+            Status::Warn => "warn",
+            Status::Fail => "fail",
+            Status::Skip => "skip",
+        }
+    }
+}
+
+/// One check's result.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Check {
+    /// Dotted, stable name: `static.migrate_dir`, `runtime.torch_npu`, `pipeline.loss`, …
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+    /// What to do about a failure or warning.
+    pub remedy: Option<String>,
+    /// The result came from the emulated npu device.
+    #[serde(default)]
+    pub emulated: bool,
+    /// Figures behind the detail (step times, shapes…), when there are any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<serde_json::Value>,
+}
+
+impl Check {
+    pub fn new(name: &str, status: Status, detail: impl Into<String>) -> Check {
+        Check {
+            name: name.to_owned(),
+            status,
+            detail: detail.into(),
+            remedy: None,
+            emulated: false,
+            data: None,
+        }
+    }
+
+    pub fn pass(name: &str, detail: impl Into<String>) -> Check {
+        Check::new(name, Status::Pass, detail)
+    }
+
+    pub fn warn(name: &str, detail: impl Into<String>, remedy: impl Into<String>) -> Check {
+        Check::new(name, Status::Warn, detail).with_remedy(remedy)
+    }
+
+    pub fn fail(name: &str, detail: impl Into<String>, remedy: impl Into<String>) -> Check {
+        Check::new(name, Status::Fail, detail).with_remedy(remedy)
+    }
+
+    pub fn skip(name: &str, detail: impl Into<String>) -> Check {
+        Check::new(name, Status::Skip, detail)
+    }
+
+    #[must_use]
+    pub fn with_remedy(mut self, remedy: impl Into<String>) -> Check {
+        self.remedy = Some(remedy.into());
+        self
+    }
+
+    #[must_use]
+    pub fn with_data(mut self, data: serde_json::Value) -> Check {
+        self.data = Some(data);
+        self
+    }
+}
+
+/// Counts by status.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counts {
+    pub pass: usize,
+    pub warn: usize,
+    pub fail: usize,
+    pub skip: usize,
+}
+
+/// The interpreter the harness ran with.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterpreterInfo {
+    /// The command line prefix (`/env/bin/python`, or `conda run --no-capture-output -n NAME python`).
+    pub command: Vec<String>,
+    /// Where it was found: `--python`, `--conda-env`, `$CONDA_PREFIX`, `PATH`.
+    pub source: String,
+    /// The version the harness reported, once it ran.
+    pub version: Option<String>,
+}
+
+/// The program run for `--pipeline` / `--data`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EntryInfo {
+    /// The command as it would be typed in the project root (`python train.py --config …`).
+    pub command: Vec<String>,
+    /// How the entry was chosen (`--entry`, the launch command, or the entry-point search).
+    pub chosen_by: String,
+    /// The config passed, if any, and where it came from.
+    pub config: Option<String>,
+    pub config_source: Option<String>,
+}
+
+/// One harness process: what it took and how it ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HarnessRunInfo {
+    pub mode: String,
+    /// Wall time of the whole process, seconds.
+    pub wall_s: f64,
+    /// Exit code, or `None` when killed by a signal or by the timeout.
+    pub exit_code: Option<i32>,
+    pub timed_out: bool,
+    /// Timing facts the harness reported (torch import, program start, program time, …).
+    pub timing: serde_json::Map<String, serde_json::Value>,
+    /// The last lines it printed, when it failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output_tail: Option<String>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub report_version: u32,
+    pub tool: Tool,
+    /// The project path as given.
+    pub project: String,
+    /// RFC 3339 time of the run.
+    pub generated_at: String,
+    /// Which check groups ran: `static`, `runtime`, `pipeline`, `data`.
+    pub modes: Vec<String>,
+    pub emulated: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub emulation_limits: Option<String>,
+    pub interpreter: Option<InterpreterInfo>,
+    pub entry: Option<EntryInfo>,
+    pub summary: Counts,
+    /// `true` when verify could not run what was asked (exit code 2).
+    pub incomplete: bool,
+    pub checks: Vec<Check>,
+    pub harness_runs: Vec<HarnessRunInfo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tool {
+    pub name: String,
+    pub version: String,
+}
+
+impl Report {
+    pub fn new(project: &str, modes: Vec<String>, emulated: bool) -> Report {
+        Report {
+            report_version: REPORT_VERSION,
+            tool: Tool {
+                name: "npu-verify".to_owned(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
+            },
+            project: project.to_owned(),
+            generated_at: issue_model::now_rfc3339(),
+            modes,
+            emulated,
+            emulation_limits: emulated.then(|| EMULATION_LIMITS.to_owned()),
+            interpreter: None,
+            entry: None,
+            summary: Counts::default(),
+            incomplete: false,
+            checks: Vec::new(),
+            harness_runs: Vec::new(),
+        }
+    }
+
+    /// Recount `summary` from `checks`.
+    pub fn finish(&mut self) {
+        let mut counts = Counts::default();
+        for check in &self.checks {
+            match check.status {
+                Status::Pass => counts.pass += 1,
+                Status::Warn => counts.warn += 1,
+                Status::Fail => counts.fail += 1,
+                Status::Skip => counts.skip += 1,
+            }
+        }
+        self.summary = counts;
+    }
+
+    /// 0 all passed (warnings allowed), 1 a check failed, 2 verify could not run.
+    pub fn exit_code(&self) -> i32 {
+        if self.incomplete {
+            return 2;
+        }
+        i32::from(self.checks.iter().any(|c| c.status == Status::Fail))
+    }
+
+    pub fn to_json(&self) -> String {
+        let mut text = serde_json::to_string_pretty(self).unwrap_or_else(|e| {
+            // Every field is a string, number, bool, list or string-keyed map: serialization cannot fail.
+            unreachable!("verify report serialization failed: {e}")
+        });
+        text.push('\n');
+        text
+    }
+
+    /// The table for people: one line per check, the remedy under each failure or warning.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let width = self
+            .checks
+            .iter()
+            .map(|c| c.name.len() + if c.emulated { 2 } else { 0 })
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(out, "{:<6} {:<width$}  DETAIL", "STATUS", "CHECK");
+        for check in &self.checks {
+            let status = match check.status {
+                Status::Fail => "FAIL",
+                Status::Warn => "warn",
+                Status::Pass => "pass",
+                Status::Skip => "skip",
+            };
+            let name = if check.emulated {
+                format!("{} *", check.name)
+            } else {
+                check.name.clone()
+            };
+            let _ = writeln!(
+                out,
+                "{status:<6} {name:<width$}  {}",
+                one_line(&check.detail)
+            );
+            if let (Status::Fail | Status::Warn, Some(remedy)) = (check.status, &check.remedy) {
+                let _ = writeln!(out, "{:<6} {:<width$}  fix: {}", "", "", one_line(remedy));
+            }
+        }
+        let s = &self.summary;
+        let _ = writeln!(
+            out,
+            "\n{} checks: {} pass, {} warn, {} fail, {} skip",
+            self.checks.len(),
+            s.pass,
+            s.warn,
+            s.fail,
+            s.skip
+        );
+        if self.emulated {
+            let _ = writeln!(out, "* {EMULATION_LIMITS}");
+        }
+        if self.incomplete {
+            let _ = writeln!(
+                out,
+                "verify could not run every check it was asked for (see the failures above)"
+            );
+        }
+        out
+    }
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exit_code_follows_the_worst_status() {
+        let mut report = Report::new("p", vec!["static".into()], false);
+        report.checks.push(Check::pass("a", "ok"));
+        report.checks.push(Check::warn("b", "meh", "do x"));
+        assert_eq!(report.exit_code(), 0);
+        report.checks.push(Check::fail("c", "bad", "do y"));
+        assert_eq!(report.exit_code(), 1);
+        report.incomplete = true;
+        assert_eq!(report.exit_code(), 2);
+    }
+
+    #[test]
+    fn text_shows_remedies_only_for_problems() {
+        let mut report = Report::new("p", vec!["static".into()], true);
+        report
+            .checks
+            .push(Check::pass("a", "fine").with_remedy("never shown"));
+        let mut failed = Check::fail("pipeline.run", "broke", "fix it");
+        failed.emulated = true;
+        report.checks.push(failed);
+        report.finish();
+        let text = report.to_text();
+        assert!(text.contains("FAIL   pipeline.run *"), "{text}");
+        assert!(text.contains("fix: fix it"), "{text}");
+        assert!(!text.contains("never shown"), "{text}");
+        assert!(
+            text.contains("2 checks: 1 pass, 0 warn, 1 fail, 0 skip"),
+            "{text}"
+        );
+        assert!(text.contains("emulated npu device"), "{text}");
+    }
+
+    #[test]
+    fn json_has_checks_with_the_four_fields() {
+        let mut report = Report::new("p", vec!["static".into()], false);
+        report.checks.push(Check::fail("x", "d", "r"));
+        report.finish();
+        let value: serde_json::Value = serde_json::from_str(&report.to_json()).unwrap();
+        let check = &value["checks"][0];
+        assert_eq!(check["name"], "x");
+        assert_eq!(check["status"], "fail");
+        assert_eq!(check["detail"], "d");
+        assert_eq!(check["remedy"], "r");
+        assert_eq!(value["summary"]["fail"], 1);
+    }
+}

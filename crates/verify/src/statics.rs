@@ -1,0 +1,349 @@
+//! Checks that need no Python: the `migrate_to_cloudrobo/` folder, the copy of
+//! `runtime_patches.py` against the shipped one, the entry point applying the patcher, and
+//! `issues.json` having nothing pending.
+
+use crate::report::Check;
+use regex::Regex;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
+
+pub const MIGRATE_DIR: &str = "migrate_to_cloudrobo";
+pub const MIGRATE_FILES: [&str; 3] = ["env_npu.sh", "train.sh", "runtime_patches.py"];
+
+const INIT_REMEDY: &str = "create it with `npu-assets init PROJECT` (or copy templates/env_npu.sh, \
+templates/train.sh and scripts/runtime_patches.py from the skill bundle into PROJECT/migrate_to_cloudrobo/)";
+
+/// `migrate_to_cloudrobo/` holds the three files.
+pub fn migrate_dir(root: &Path) -> Check {
+    let dir = root.join(MIGRATE_DIR);
+    let missing: Vec<&str> = MIGRATE_FILES
+        .iter()
+        .copied()
+        .filter(|f| !dir.join(f).is_file())
+        .collect();
+    if missing.is_empty() {
+        Check::pass(
+            "static.migrate_dir",
+            format!("{MIGRATE_DIR}/ holds {}", MIGRATE_FILES.join(", ")),
+        )
+    } else if !dir.is_dir() {
+        Check::fail(
+            "static.migrate_dir",
+            format!("{} does not exist", dir.display()),
+            INIT_REMEDY,
+        )
+    } else {
+        Check::fail(
+            "static.migrate_dir",
+            format!("{MIGRATE_DIR}/ lacks {}", missing.join(", ")),
+            INIT_REMEDY,
+        )
+    }
+}
+
+static BLOCK_START: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"^(?:async\s+)?(?:class|def)\s+([A-Za-z_]\w*)").unwrap());
+
+/// Top-level `class`/`def` blocks by name (decorators included), and the rest of the module as
+/// `<module code>`; trailing whitespace and blank lines do not count.
+pub fn blocks(text: &str) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = BTreeMap::new();
+    let mut current = "<module code>".to_owned();
+    let mut pending_decorators = String::new();
+    for line in text.lines() {
+        let trimmed = line.trim_end();
+        let top_level = !line.starts_with([' ', '\t']) && !trimmed.is_empty();
+        if top_level {
+            if trimmed.starts_with('@') {
+                pending_decorators.push_str(trimmed);
+                pending_decorators.push('\n');
+                continue;
+            }
+            if let Some(c) = BLOCK_START.captures(trimmed) {
+                c[1].clone_into(&mut current);
+                let body = out.entry(current.clone()).or_default();
+                body.push_str(&pending_decorators);
+                pending_decorators.clear();
+            } else if !trimmed.starts_with('#')
+                && !trimmed.starts_with(')')
+                && !trimmed.starts_with(']')
+            {
+                "<module code>".clone_into(&mut current);
+            }
+        }
+        let body = out.entry(current.clone()).or_default();
+        if !pending_decorators.is_empty() {
+            body.push_str(&pending_decorators);
+            pending_decorators.clear();
+        }
+        if !trimmed.is_empty() {
+            body.push_str(trimmed);
+            body.push('\n');
+        }
+    }
+    out.retain(|_, body| !body.is_empty());
+    out
+}
+
+/// How a copy of `runtime_patches.py` differs from the shipped one.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PatchDiff {
+    pub changed: Vec<String>,
+    pub missing: Vec<String>,
+    pub added: Vec<String>,
+}
+
+pub fn diff_patches(shipped: &str, copy: &str) -> PatchDiff {
+    let (a, b) = (blocks(shipped), blocks(copy));
+    let mut diff = PatchDiff::default();
+    for (name, body) in &a {
+        match b.get(name) {
+            None => diff.missing.push(name.clone()),
+            Some(other) if other != body => diff.changed.push(name.clone()),
+            Some(_) => {}
+        }
+    }
+    diff.added = b.keys().filter(|k| !a.contains_key(*k)).cloned().collect();
+    diff
+}
+
+/// The project's `runtime_patches.py` equals the shipped one, or which patches differ.
+pub fn runtime_patches(root: &Path, shipped: Option<&[u8]>) -> Check {
+    const NAME: &str = "static.runtime_patches";
+    let path = root.join(MIGRATE_DIR).join("runtime_patches.py");
+    let Ok(copy) = std::fs::read(&path) else {
+        return Check::fail(NAME, format!("{} is missing", path.display()), INIT_REMEDY);
+    };
+    let Some(shipped) = shipped else {
+        return Check::warn(
+            NAME,
+            "this npu-verify build carries no runtime_patches.py to compare with",
+            "use a release build of npu-verify",
+        );
+    };
+    if copy == shipped {
+        return Check::pass(NAME, "runtime_patches.py is the shipped version");
+    }
+    let copy = String::from_utf8_lossy(&copy);
+    let shipped = String::from_utf8_lossy(shipped);
+    let diff = diff_patches(&shipped, &copy);
+    let has_builder = ["build_vla_patcher", "build_npu_patcher"]
+        .iter()
+        .any(|b| blocks(&copy).contains_key(*b));
+    let mut parts = Vec::new();
+    if !diff.changed.is_empty() {
+        parts.push(format!("changed: {}", diff.changed.join(", ")));
+    }
+    if !diff.missing.is_empty() {
+        parts.push(format!("missing: {}", diff.missing.join(", ")));
+    }
+    if !diff.added.is_empty() {
+        parts.push(format!("added: {}", diff.added.join(", ")));
+    }
+    if parts.is_empty() {
+        parts.push("only whitespace or comments differ".to_owned());
+    }
+    let detail = format!(
+        "runtime_patches.py differs from the shipped version ({})",
+        parts.join("; ")
+    );
+    let data =
+        serde_json::json!({"changed": diff.changed, "missing": diff.missing, "added": diff.added});
+    if has_builder {
+        Check::warn(
+            NAME,
+            detail,
+            "keep local changes only on purpose: `npu-assets init PROJECT` shows the difference and restores the \
+             shipped file; document intended changes in ADAPTATION_SUMMARY.md",
+        )
+        .with_data(data)
+    } else {
+        Check::fail(
+            NAME,
+            format!("{detail}; it defines neither build_vla_patcher nor build_npu_patcher"),
+            "copy the shipped runtime_patches.py again (`npu-assets init PROJECT`)",
+        )
+        .with_data(data)
+    }
+}
+
+static PATCHER_CALL: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"build_(?:vla|npu)_patcher\s*\(").unwrap());
+
+/// Where project code calls the patcher builder: (relative file, line).
+pub fn patcher_calls(root: &Path, files: &[String]) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for rel in files {
+        let Ok(text) = std::fs::read_to_string(root.join(rel)) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split('#').next().unwrap_or("");
+            if PATCHER_CALL.is_match(code) && !code.trim_start().starts_with("def ") {
+                out.push((rel.clone(), number + 1));
+            }
+        }
+    }
+    out
+}
+
+/// An entry point applies the runtime patcher.
+pub fn entry_patcher(root: &Path, files: &[String], entry: Option<&str>) -> Check {
+    const NAME: &str = "static.entry_patcher";
+    let calls = patcher_calls(root, files);
+    let where_ = |calls: &[(String, usize)]| {
+        calls
+            .iter()
+            .map(|(f, l)| format!("{f}:{l}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let remedy = format!(
+        "apply it first thing in the training entry{}: `from runtime_patches import build_vla_patcher` then \
+         `build_vla_patcher().apply()` (train.sh puts migrate_to_cloudrobo/ on PYTHONPATH; P_ENT fix template)",
+        entry.map(|e| format!(" ({e})")).unwrap_or_default()
+    );
+    if calls.is_empty() {
+        return Check::fail(
+            NAME,
+            "no project file calls build_vla_patcher() or build_npu_patcher()",
+            remedy,
+        );
+    }
+    match entry {
+        Some(e) if calls.iter().any(|(f, _)| f == e) => Check::pass(
+            NAME,
+            format!("the entry point applies the patcher ({})", where_(&calls)),
+        ),
+        Some(e) => Check::warn(
+            NAME,
+            format!(
+                "the patcher is built in {}, not in the training entry {e}",
+                where_(&calls)
+            ),
+            format!("make sure {e} imports that code before any model code runs, or {remedy}"),
+        ),
+        None => Check::pass(
+            NAME,
+            format!("the patcher is applied at {}", where_(&calls)),
+        ),
+    }
+}
+
+/// Where to read `issues.json`: `--issues`, else `./issues.json`, else `PROJECT/issues.json`.
+pub fn find_issues(given: Option<&Path>, root: &Path) -> Result<PathBuf, Vec<PathBuf>> {
+    if let Some(path) = given {
+        return if path.is_file() {
+            Ok(path.to_owned())
+        } else {
+            Err(vec![path.to_owned()])
+        };
+    }
+    let candidates = vec![PathBuf::from("issues.json"), root.join("issues.json")];
+    candidates
+        .iter()
+        .find(|p| p.is_file())
+        .cloned()
+        .ok_or(candidates)
+}
+
+/// `issues.json` has no pending issue.
+pub fn issues(given: Option<&Path>, root: &Path) -> Check {
+    const NAME: &str = "static.issues";
+    let path = match find_issues(given, root) {
+        Ok(path) => path,
+        Err(looked) => {
+            let looked: Vec<String> = looked.iter().map(|p| p.display().to_string()).collect();
+            let detail = format!("no issues.json (looked at {})", looked.join(", "));
+            return if given.is_some() {
+                Check::fail(NAME, detail, "give the path npu-scan wrote (--issues PATH)")
+            } else {
+                Check::warn(
+                    NAME,
+                    detail,
+                    "scan first: `npu-scan PROJECT --output .`, then fix every issue (`npu-progress issues.json --next`)",
+                )
+            };
+        }
+    };
+    let file = match issue_model::load(&path) {
+        Ok(file) => file,
+        Err(e) => {
+            return Check::fail(
+                NAME,
+                e.to_string(),
+                "rescan to rewrite it: `npu-scan PROJECT --output .`",
+            );
+        }
+    };
+    let pending: Vec<&issue_model::Issue> = file
+        .issues
+        .iter()
+        .filter(|i| i.status == issue_model::Status::Pending)
+        .collect();
+    let total = file.issues.len();
+    if pending.is_empty() {
+        Check::pass(
+            NAME,
+            format!("{}: {total} issues, none pending", path.display()),
+        )
+    } else {
+        let first: Vec<String> = pending
+            .iter()
+            .take(5)
+            .map(|i| format!("{} {} {}:{}", i.id, i.pattern, i.file, i.line))
+            .collect();
+        Check::fail(
+            NAME,
+            format!(
+                "{}: {} of {total} issues pending (e.g. {})",
+                path.display(),
+                pending.len(),
+                first.join("; ")
+            ),
+            format!(
+                "fix them one by one: `npu-progress {} --next`, then `--check-complete`",
+                path.display()
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SHIPPED: &str = "\"\"\"doc\"\"\"\nimport torch\n\nclass A:\n    x = 1\n\n    def f(self):\n        return 1\n\n\n@dataclass\nclass B:\n    y = 2\n\ndef build_vla_patcher():\n    return [A(), B()]\n";
+
+    #[test]
+    fn identical_text_has_no_difference() {
+        assert_eq!(diff_patches(SHIPPED, SHIPPED), PatchDiff::default());
+        let trailing = SHIPPED.replace("x = 1", "x = 1   ") + "\n\n";
+        assert_eq!(diff_patches(SHIPPED, &trailing), PatchDiff::default());
+    }
+
+    #[test]
+    fn names_changed_missing_and_added_blocks() {
+        let copy = SHIPPED
+            .replace("return 1", "return 2")
+            .replace("@dataclass\nclass B:\n    y = 2\n", "")
+            + "\nclass C:\n    pass\n";
+        let diff = diff_patches(SHIPPED, &copy);
+        assert_eq!(diff.changed, vec!["A"]);
+        assert_eq!(diff.missing, vec!["B"]);
+        assert_eq!(diff.added, vec!["C"]);
+    }
+
+    #[test]
+    fn decorator_changes_count_for_their_block() {
+        let copy = SHIPPED.replace("@dataclass", "@dataclass(frozen=True)");
+        assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["B"]);
+    }
+
+    #[test]
+    fn module_code_changes_are_reported() {
+        let copy = SHIPPED.replace("import torch", "import torch, os");
+        assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["<module code>"]);
+    }
+}
