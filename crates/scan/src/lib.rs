@@ -25,6 +25,7 @@
 //!   fix template and documentation.
 
 pub mod checker;
+pub mod cli;
 mod engine;
 pub mod files;
 pub mod output;
@@ -53,7 +54,7 @@ pub const DEFAULT_MAX_FILE_SIZE: u64 = 16 * 1024 * 1024;
 /// Errors that stop a whole scan (a bad file never does).
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot scan `{}`: {source}", path.display())]
+    #[error("cannot scan `{}`", path.display())]
     Root {
         path: PathBuf,
         source: std::io::Error,

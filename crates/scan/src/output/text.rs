@@ -8,16 +8,34 @@ use std::fmt::Write;
 
 /// One finding per block: `file:line:col: ID [severity] message`, the snippet, related places.
 pub fn findings(issues: &[Issue]) -> String {
+    findings_colored(issues, false)
+}
+
+/// [`findings`], with ANSI colors for the location, id and severity when `color` is set.
+pub fn findings_colored(issues: &[Issue], color: bool) -> String {
+    let paint = |code: &str, text: &str| {
+        if color {
+            format!("\x1b[{code}m{text}\x1b[0m")
+        } else {
+            text.to_owned()
+        }
+    };
     let mut out = String::new();
     for issue in issues {
+        let severity_color = match issue.severity {
+            issue_model::Severity::Error => "1;31",
+            issue_model::Severity::Warning => "1;33",
+            issue_model::Severity::Info => "1;36",
+        };
         let _ = writeln!(
             out,
-            "{}:{}:{}: {} [{}{}] {}",
-            issue.file,
-            issue.line,
-            issue.column,
-            issue.pattern,
-            issue.severity,
+            "{}: {} [{}{}] {}",
+            paint(
+                "1",
+                &format!("{}:{}:{}", issue.file, issue.line, issue.column)
+            ),
+            paint("1", &issue.pattern),
+            paint(severity_color, issue.severity.as_str()),
             if issue.performance {
                 ", performance"
             } else {
@@ -90,6 +108,48 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
             m.regressed.len(),
             m.resolved.len(),
             written.map_or(String::new(), |p| format!(" ({p})"))
+        );
+    }
+    out
+}
+
+/// `--explain`: the rule's registry row, then its documentation.
+pub fn explain(rule: &rules::RuleInfo) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} ({}): {}\ncategory {}, severity {}, {}; fix template {}\n",
+        rule.id,
+        rule.name,
+        rule.summary,
+        rule.category,
+        rule.severity,
+        if rule.performance {
+            "performance issue (cannot be skipped)"
+        } else {
+            "may be skipped with a reason"
+        },
+        rule.fix_template
+    );
+    out.push_str(rule.doc);
+    if !out.ends_with('\n') {
+        out.push('\n');
+    }
+    out
+}
+
+/// `--list-rules`: one line per rule.
+pub fn rule_list() -> String {
+    let mut out = String::new();
+    for r in rules::registry() {
+        let _ = writeln!(
+            out,
+            "{:<6} {:<10} {:<8} {:<5} {}",
+            r.id,
+            r.category.as_str(),
+            r.severity.as_str(),
+            if r.performance { "perf" } else { "" },
+            r.summary
         );
     }
     out

@@ -1,0 +1,270 @@
+//! The `npu-scan` command line: arguments, and the run that maps a scan to output and an exit
+//! code. `main.rs` only parses arguments and calls [`run`].
+
+use crate::output;
+use crate::rules;
+use crate::{Error, ScanResult, Settings};
+use clap::{Parser, ValueEnum};
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+const EXAMPLES: &str = "\
+Examples:
+  npu-scan /path/to/model --output .        scan, write ./issues.json, print a summary
+  npu-scan . --format text --no-write       list every finding, write nothing
+  npu-scan . --select P_FLA,P_RND           only these rules
+  npu-scan . --exclude 'third_party/**'     skip a directory
+  npu-scan . --format sarif > scan.sarif    for code-scanning UIs
+  npu-scan --explain P_RND                  what a rule finds and how to fix it
+
+Exit codes: 0 no pending issue found, 1 pending issues found, 2 usage or tool error.";
+
+/// Output formats for the findings on stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// One block per finding, then the summary.
+    Text,
+    /// The issues.json document of this scan (not merged).
+    Json,
+    /// SARIF 2.1.0.
+    Sarif,
+    /// msFmkTransplt's columns: File, Start Line, End Line, OP, Tips.
+    Csv,
+}
+
+/// When to color text output.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Color {
+    Auto,
+    Always,
+    Never,
+}
+
+/// The command-line arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "npu-scan",
+    version,
+    about = "Finds what breaks when PyTorch training code moves from CUDA GPUs to Ascend NPUs, \
+             and writes it to issues.json for npu-progress.",
+    after_help = EXAMPLES
+)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line switches"
+)]
+pub struct Cli {
+    /// The model project to scan (a directory or one Python file).
+    #[arg(value_name = "PATH", default_value = ".")]
+    pub path: PathBuf,
+    /// Directory where issues.json is written (or a path ending in .json).
+    #[arg(short, long, value_name = "DIR", default_value = ".")]
+    pub output: PathBuf,
+    /// Do not write issues.json; only print.
+    #[arg(long)]
+    pub no_write: bool,
+    /// Print the findings on stdout in this format (default: only the summary table).
+    #[arg(short, long, value_enum)]
+    pub format: Option<Format>,
+    /// Only run these rules (comma-separated ids, repeatable; `ALL` for every rule).
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub select: Vec<String>,
+    /// Do not run these rules (comma-separated ids, repeatable).
+    #[arg(long, value_name = "IDS", value_delimiter = ',')]
+    pub ignore: Vec<String>,
+    /// Skip files and directories matching this glob (relative path or name; repeatable).
+    #[arg(long, value_name = "GLOB")]
+    pub exclude: Vec<String>,
+    /// Print a rule's documentation and exit.
+    #[arg(long, value_name = "ID")]
+    pub explain: Option<String>,
+    /// List every rule and exit.
+    #[arg(long)]
+    pub list_rules: bool,
+    /// Exit 0 even when issues are found (errors still exit 2).
+    #[arg(long)]
+    pub exit_zero: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub threads: usize,
+    /// Never draw a progress bar (it is drawn only when stderr is a terminal).
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Print nothing but errors (and the --format output).
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Color the text output.
+    #[arg(long, value_enum, default_value_t = Color::Auto)]
+    pub color: Color,
+}
+
+/// What went wrong in a run, with its causes, for `main` to print.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Scan(#[from] Error),
+    #[error("unknown rule id `{id}`; known ids: {known}")]
+    Explain { id: String, known: String },
+    #[error("cannot write the output")]
+    Io(#[from] std::io::Error),
+}
+
+/// Run the command; returns the exit code (0 clean, 1 issues found, 2 error reported on `err`).
+pub fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
+    match run_inner(cli, out, err) {
+        Ok(code) => code,
+        Err(CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+        Err(e) => {
+            let _ = writeln!(err, "npu-scan: error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                let _ = writeln!(err, "  caused by: {cause}");
+                source = cause.source();
+            }
+            2
+        }
+    }
+}
+
+fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32, CliError> {
+    if let Some(id) = &cli.explain {
+        let upper = id.to_ascii_uppercase();
+        let Some(rule) = rules::get(&upper) else {
+            return Err(CliError::Explain {
+                id: id.clone(),
+                known: rules::registry()
+                    .iter()
+                    .map(|r| r.id)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        out.write_all(output::text::explain(rule).as_bytes())?;
+        return Ok(0);
+    }
+    if cli.list_rules {
+        out.write_all(output::text::rule_list().as_bytes())?;
+        return Ok(0);
+    }
+
+    let progress = (!cli.no_progress && !cli.quiet && std::io::stderr().is_terminal())
+        .then(|| indicatif::ProgressBar::new(0).with_prefix("npu-scan"));
+    let mut settings = Settings {
+        select: cli
+            .select
+            .iter()
+            .map(|s| s.trim().to_ascii_uppercase())
+            .collect(),
+        ignore: cli
+            .ignore
+            .iter()
+            .map(|s| s.trim().to_ascii_uppercase())
+            .collect(),
+        exclude: cli.exclude.clone(),
+        threads: cli.threads,
+        ..Settings::default()
+    };
+    if let Some(bar) = &progress {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{prefix}: {bar:30} {pos}/{len} files")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        let bar = bar.clone();
+        settings.progress = Some(Arc::new(move |done, total| {
+            bar.set_length(total as u64);
+            bar.set_position(done as u64);
+        }));
+    }
+    let result = crate::scan(&cli.path, &settings)?;
+    if let Some(bar) = &progress {
+        bar.finish_and_clear();
+    }
+    let root_as_given = cli.path.to_string_lossy().into_owned();
+
+    let (merge, pending) = if cli.no_write {
+        (None, result.issues.len())
+    } else {
+        let report = crate::write_issues_json(&cli.output, &root_as_given, &result)?;
+        let written = issue_model::load(&crate::issues_path(&cli.output)).map_err(Error::from)?;
+        let fresh: std::collections::BTreeSet<&str> = result
+            .issues
+            .iter()
+            .map(|i| i.fingerprint.as_str())
+            .collect();
+        let pending = written
+            .issues
+            .iter()
+            .filter(|i| {
+                i.status == issue_model::Status::Pending && fresh.contains(i.fingerprint.as_str())
+            })
+            .count();
+        (Some(report), pending)
+    };
+
+    let color = match cli.color {
+        Color::Always => true,
+        Color::Never => false,
+        Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
+    };
+    let written_path = (!cli.no_write).then(|| crate::issues_path(&cli.output));
+    let summary = output::text::summary(
+        &result,
+        merge.as_ref(),
+        written_path
+            .as_deref()
+            .map(Path::to_string_lossy)
+            .as_deref(),
+    );
+    match cli.format {
+        None => {
+            if !cli.quiet {
+                out.write_all(summary.as_bytes())?;
+            }
+        }
+        Some(Format::Text) => {
+            out.write_all(output::text::findings_colored(&result.issues, color).as_bytes())?;
+            if !cli.quiet {
+                out.write_all(summary.as_bytes())?;
+            }
+        }
+        Some(format) => {
+            let body = render(format, &root_as_given, &result);
+            out.write_all(body.as_bytes())?;
+            if !cli.quiet {
+                err.write_all(summary.as_bytes())?;
+            }
+        }
+    }
+    if !cli.quiet {
+        write_warnings(err, &result.warnings)?;
+    }
+    out.flush()?;
+    Ok(i32::from(pending > 0 && !cli.exit_zero))
+}
+
+fn render(format: Format, root: &str, result: &ScanResult) -> String {
+    match format {
+        Format::Text => output::text::findings(&result.issues),
+        Format::Json => output::json(root, result),
+        Format::Sarif => output::sarif::render(&result.issues),
+        Format::Csv => output::csv::render(&result.issues),
+    }
+}
+
+/// At most this many warnings are printed one by one.
+const MAX_WARNINGS: usize = 20;
+
+fn write_warnings(err: &mut dyn Write, warnings: &[String]) -> std::io::Result<()> {
+    for w in warnings.iter().take(MAX_WARNINGS) {
+        writeln!(err, "npu-scan: warning: {w}")?;
+    }
+    if warnings.len() > MAX_WARNINGS {
+        writeln!(
+            err,
+            "npu-scan: warning: … and {} more warnings",
+            warnings.len() - MAX_WARNINGS
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,312 @@
+//! The `npu-scan` binary: exit codes, stdout and stderr, issues.json and rescans.
+
+use assert_cmd::Command;
+use std::path::Path;
+
+fn npu_scan() -> Command {
+    Command::cargo_bin("npu-scan").unwrap()
+}
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let path = root.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+const TRAIN: &str = "\
+import pytorch_lightning as pl
+
+def main():
+    trainer = pl.Trainer(gpus=2)
+    trainer.fit(None)
+
+if __name__ == \"__main__\":
+    main()
+";
+
+fn project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "model/train.py", TRAIN);
+    write(dir.path(), "model/broken.py", "def f(:\n    pass\n");
+    write(
+        dir.path(),
+        "model/ok.py",
+        "import torch\nx = torch.zeros(3)\n",
+    );
+    dir
+}
+
+fn load(path: &Path) -> issue_model::IssuesFile {
+    issue_model::load(path).unwrap()
+}
+
+#[test]
+fn drop_in_scan_writes_issues_json_and_exits_1() {
+    let dir = project();
+    let out = npu_scan()
+        .current_dir(dir.path())
+        .args(["model", "--output", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("P_LTM"), "{stdout}");
+    assert!(stdout.contains("P_SYN"), "{stdout}");
+    assert!(stdout.contains("Scanned 3 Python files"), "{stdout}");
+    assert!(stdout.contains("1 unparsed"), "{stdout}");
+    let file = load(&dir.path().join("issues.json"));
+    assert_eq!(file.root, "model");
+    assert_eq!(file.tool.name, "npu-scan");
+    assert_eq!(file.issues.len(), 2);
+    let ltm = file.issues.iter().find(|i| i.pattern == "P_LTM").unwrap();
+    assert_eq!(ltm.file, "train.py");
+    assert_eq!((ltm.line, ltm.column), (4, 26));
+    assert_eq!(ltm.symbol.as_deref(), Some("main"));
+    assert_eq!(ltm.fix_template, "references/fix-templates/P_LTM.md");
+    assert!(ltm.id.starts_with("LTM-"));
+    assert_eq!(file.unparsed.len(), 1);
+    assert_eq!(file.unparsed[0].file, "broken.py");
+    assert_eq!(file.unparsed[0].line, Some(1));
+}
+
+#[test]
+fn rescan_keeps_ids_and_flags_regressions() {
+    let dir = project();
+    npu_scan()
+        .current_dir(dir.path())
+        .args(["model", "--output", "."])
+        .assert()
+        .code(1);
+    let path = dir.path().join("issues.json");
+    let mut file = load(&path);
+    let ids: Vec<String> = file.issues.iter().map(|i| i.id.clone()).collect();
+    // Mark everything fixed by hand, then edit the code above the finding: the line moves.
+    for issue in &mut file.issues {
+        issue.status = issue_model::Status::Fixed;
+    }
+    issue_model::save(&path, &file).unwrap();
+    write(
+        dir.path(),
+        "model/train.py",
+        &format!("# a new header line\n{TRAIN}"),
+    );
+    let out = npu_scan()
+        .current_dir(dir.path())
+        .args(["model", "--output", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    assert!(stdout.contains("2 regressed"), "{stdout}");
+    let again = load(&path);
+    let again_ids: Vec<String> = again.issues.iter().map(|i| i.id.clone()).collect();
+    assert_eq!(ids.len(), again_ids.len());
+    for id in &ids {
+        assert!(again_ids.contains(id), "{id} lost");
+    }
+    let ltm = again.issues.iter().find(|i| i.pattern == "P_LTM").unwrap();
+    assert_eq!(ltm.line, 5);
+    assert_eq!(ltm.status, issue_model::Status::Pending);
+    assert!(
+        ltm.history
+            .iter()
+            .any(|h| h.status == issue_model::HistoryStatus::Regressed)
+    );
+}
+
+#[test]
+fn skipped_issues_do_not_fail_the_exit_code_and_exit_zero_works() {
+    let dir = project();
+    npu_scan()
+        .current_dir(dir.path())
+        .args(["model", "--exit-zero"])
+        .assert()
+        .code(0);
+    let path = dir.path().join("issues.json");
+    let mut file = load(&path);
+    for issue in &mut file.issues {
+        issue.status = issue_model::Status::Skipped;
+        issue.reason = Some("not used".to_owned());
+    }
+    issue_model::save(&path, &file).unwrap();
+    npu_scan()
+        .current_dir(dir.path())
+        .args(["model"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn clean_project_exits_0() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "ok.py", "import torch\n");
+    let out = npu_scan()
+        .arg(dir.path())
+        .args(["--no-write"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8(out.stdout)
+            .unwrap()
+            .contains("No issues found.")
+    );
+    assert!(!dir.path().join("issues.json").exists());
+}
+
+#[test]
+fn formats_are_machine_readable_and_summary_goes_to_stderr() {
+    let dir = project();
+    let root = dir.path().join("model");
+    let out = npu_scan()
+        .arg(&root)
+        .args(["--no-write", "--format", "json"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let file = issue_model::parse(Path::new("stdout"), &out.stdout).unwrap();
+    assert_eq!(file.issues.len(), 2);
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("Scanned 3 Python files")
+    );
+
+    let out = npu_scan()
+        .arg(&root)
+        .args(["--no-write", "--format", "sarif"])
+        .output()
+        .unwrap();
+    let sarif: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(sarif["version"], "2.1.0");
+    assert_eq!(sarif["runs"][0]["results"].as_array().unwrap().len(), 2);
+
+    let out = npu_scan()
+        .arg(&root)
+        .args(["--no-write", "--format", "csv", "--select", "P_LTM"])
+        .output()
+        .unwrap();
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert_eq!(lines.next(), Some("File,Start Line,End Line,OP,Tips"));
+    assert!(lines.next().unwrap().starts_with("train.py,4,4,P_LTM,"));
+    assert_eq!(lines.next(), None);
+
+    let out = npu_scan()
+        .arg(&root)
+        .args(["--no-write", "--format", "text", "--ignore", "P_SYN"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("train.py:4:26: P_LTM [error]"), "{text}");
+}
+
+#[test]
+fn output_is_identical_for_one_and_two_threads() {
+    let dir = project();
+    for i in 0..30 {
+        write(dir.path(), &format!("model/pkg{}/m{i}.py", i % 4), TRAIN);
+    }
+    let run = |threads: &str| {
+        let out = npu_scan()
+            .arg(dir.path().join("model"))
+            .args(["--no-write", "--format", "json", "--threads", threads])
+            .output()
+            .unwrap();
+        let mut file = issue_model::parse(Path::new("stdout"), &out.stdout).unwrap();
+        file.scanned_at = String::new();
+        issue_model::to_json(&file)
+    };
+    assert_eq!(run("1"), run("2"));
+}
+
+#[test]
+fn suppressions_and_unknown_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "t.py",
+        "import pytorch_lightning as pl\n\
+         a = pl.Trainer(gpus=1)  # npu: ignore[P_LTM] launcher overrides this\n\
+         b = pl.Trainer(gpus=1)  # npu: ignore[P_LTN]\n",
+    );
+    let out = npu_scan()
+        .arg(dir.path())
+        .args(["--no-write", "--format", "text"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stdout.contains("t.py:3:16: P_LTM"), "{stdout}");
+    assert!(!stdout.contains("t.py:2:"), "{stdout}");
+    assert!(stdout.contains("1 suppressed"), "{stdout}");
+    assert!(
+        stderr.contains(
+            "npu-scan: warning: t.py:3:25: unknown rule id `P_LTN` in a suppression comment"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn explain_and_usage_errors() {
+    let out = npu_scan().args(["--explain", "P_LTM"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.starts_with("P_LTM (lightning-gpu-assumptions)"));
+    assert!(text.contains("## What it does"));
+
+    let out = npu_scan().args(["--explain", "P_NOPE"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .starts_with("npu-scan: error: unknown rule id `P_NOPE`")
+    );
+
+    let out = npu_scan()
+        .args([".", "--select", "P_LTX", "--no-write"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("did you mean `P_LTM`?")
+    );
+
+    let out = npu_scan()
+        .args(["/definitely/not/here", "--no-write"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("cannot scan `/definitely/not/here`")
+    );
+
+    npu_scan().args(["--bogus"]).assert().code(2);
+}
+
+#[test]
+fn corrupt_issues_json_is_not_overwritten() {
+    let dir = project();
+    std::fs::write(dir.path().join("issues.json"), "{ not json").unwrap();
+    let out = npu_scan()
+        .current_dir(dir.path())
+        .args(["model", "--output", "."])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8(out.stderr)
+            .unwrap()
+            .contains("issues.json")
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("issues.json")).unwrap(),
+        "{ not json"
+    );
+}
