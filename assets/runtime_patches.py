@@ -55,8 +55,9 @@ _TensorBase = torch._C.TensorBase
 _FLOAT64: torch.dtype = torch.DoubleTensor.dtype
 _FLOAT32: torch.dtype = torch.float32
 _HALF = (torch.float16, torch.bfloat16)
-_HERE = os.path.normcase(os.path.abspath(__file__))
-_TORCH_DIR = os.path.normcase(os.path.dirname(os.path.abspath(torch.__file__))) + os.sep
+# Frames in these packages are skipped when reporting where a patch first fired (torch's own Python layers, the
+# device backend, and the emulated device used for pre-flight checks).
+_FRAMEWORK_PACKAGES = frozenset({"torch", "torch_npu", "npu_emulator", "importlib"})
 _ENV_DISABLE = "NPU_PATCHES_DISABLE"
 
 
@@ -66,11 +67,11 @@ def _on_accelerator(tensor: torch.Tensor) -> bool:
 
 
 def _call_site() -> str:
-    """The first frame outside this module and torch's own package: where user code reached the patch."""
+    """The first frame outside this module and the torch stack: where user code reached the patch."""
     frame = sys._getframe(2)
     while frame is not None:
-        filename = os.path.normcase(os.path.abspath(frame.f_code.co_filename))
-        if filename != _HERE and not filename.startswith(_TORCH_DIR) and not filename.startswith("<frozen"):
+        module = frame.f_globals.get("__name__", "")
+        if module != __name__ and module.partition(".")[0] not in _FRAMEWORK_PACKAGES:
             return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}"
         frame = frame.f_back
     return "<unknown>"
