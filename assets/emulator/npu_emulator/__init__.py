@@ -13,13 +13,13 @@ Plain CPU code pays nothing: nothing is installed at import time, and after ``in
 from __future__ import annotations
 
 from npu_emulator._errors import EmulatedNPUError
+from npu_emulator._install import install, is_installed
 from npu_emulator._rules import (
     RESTRICTIONS,
     enabled_restrictions,
     restrictions,
     set_restriction,
 )
-from npu_emulator._install import install, is_installed
 
 __all__ = [
     "RESTRICTIONS",

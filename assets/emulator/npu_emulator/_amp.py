@@ -74,7 +74,12 @@ FLOAT32 = (
 
 def _cast(value: Any, dtype: torch.dtype) -> Any:
     if isinstance(value, torch.Tensor):
-        if value.is_floating_point() and value.device.type == "npu" and value.dtype not in (dtype, torch.float64):
+        if (
+            value.is_floating_point()
+            and value.device.type == "npu"
+            and value.dtype is not dtype
+            and value.dtype.itemsize != 8  # float64 is never cast
+        ):
             return value.to(dtype)
         return value
     if isinstance(value, (list, tuple)):

@@ -118,11 +118,16 @@ def check_device_index(device: torch.device, func: Any) -> None:
         raise EmulatedNPUError(msg)
 
 
+def is_float64(dtype: object) -> bool:
+    """True for float64. Not ``dtype is torch.float64``: a runtime patch may rebind ``torch.float64``."""
+    return isinstance(dtype, torch.dtype) and dtype.is_floating_point and dtype.itemsize == 8
+
+
 def _float64(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: list[torch.dtype]) -> None:
     del args
     if not ENABLED["float64"]:
         return
-    if torch.float64 in npu_dtypes or kwargs.get("dtype") is torch.float64:
+    if any(is_float64(dtype) for dtype in npu_dtypes) or is_float64(kwargs.get("dtype")):
         detail = f"{func} has no float64 kernel on Ascend (Tensor.double() or float64 data on the device)"
         raise EmulatedNPUError(emulated_message(_DOUBLE, detail, _source("float64")))
 
@@ -161,19 +166,20 @@ def _pow(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: list[to
 
 
 def _scalar_type_name(dtype: torch.dtype) -> str:
+    # Keyed by name: a runtime patch may rebind torch.float64 to torch.float32.
     names = {
-        torch.float16: "Half",
-        torch.bfloat16: "BFloat16",
-        torch.float32: "Float",
-        torch.float64: "Double",
-        torch.int64: "Long",
-        torch.int32: "Int",
-        torch.int16: "Short",
-        torch.int8: "Char",
-        torch.uint8: "Byte",
-        torch.bool: "Bool",
+        "torch.float16": "Half",
+        "torch.bfloat16": "BFloat16",
+        "torch.float32": "Float",
+        "torch.float64": "Double",
+        "torch.int64": "Long",
+        "torch.int32": "Int",
+        "torch.int16": "Short",
+        "torch.int8": "Char",
+        "torch.uint8": "Byte",
+        "torch.bool": "Bool",
     }
-    return names.get(dtype, str(dtype).removeprefix("torch."))
+    return names.get(str(dtype), str(dtype).removeprefix("torch."))
 
 
 Rule = Callable[[Any, list[Any], dict[str, Any], list[torch.dtype]], None]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import functools
 from typing import Any
 
 import torch
@@ -47,6 +48,32 @@ _INDEX_OPS = frozenset(
         aten._unsafe_index_put,
     }
 )
+
+
+def _device_numpy(tensor: NPUTensor, *, force: bool = False) -> Any:
+    """``Tensor.numpy()`` of a device tensor: fails as on a real device (``force=True`` copies to host)."""
+    if force or not ENABLED["numpy"]:
+        return tensor.elem.detach().numpy()
+    raise _checks.numpy_error(_NUMPY_MESSAGE)
+
+
+class _NumpyMethod:
+    """``NPUTensor.numpy``: the device behaviour, or ``torch.Tensor.numpy`` once something replaced it.
+
+    A descriptor rather than a method so that a replaced ``torch.Tensor.numpy`` (a runtime patch) is called
+    directly from the user's frame, exactly as for a real device tensor.
+    """
+
+    def __get__(self, instance: NPUTensor | None, owner: type) -> Any:
+        current = torch.Tensor.numpy
+        if current is not _ORIGINAL_NUMPY:
+            bind = getattr(current, "__get__", None)
+            if instance is None or bind is None:
+                return current if instance is None else functools.partial(current, instance)
+            return bind(instance, owner)
+        if instance is None:
+            return _device_numpy
+        return functools.partial(_device_numpy, instance)
 
 
 class NPUTensor(torch.Tensor):
@@ -93,16 +120,7 @@ class NPUTensor(torch.Tensor):
         return text
 
     # -- methods that torch refuses for every tensor subclass; give them their device semantics --
-    def numpy(self, *, force: bool = False) -> Any:
-        """Fail like a real device tensor, unless ``torch.Tensor.numpy`` was replaced (a runtime patch)."""
-        current = torch.Tensor.numpy
-        if current is not _ORIGINAL_NUMPY:
-            return current(self, force=force)
-        if force:
-            return self.elem.detach().numpy()
-        if not ENABLED["numpy"]:
-            return self.elem.detach().numpy()
-        raise _checks.numpy_error(_NUMPY_MESSAGE)
+    numpy = _NumpyMethod()
 
     @property
     def data(self) -> torch.Tensor:

@@ -10,9 +10,8 @@ from __future__ import annotations
 
 import sys
 
-import torch
-
 import npu_emulator
+import torch
 
 npu_emulator.install()
 

@@ -11,7 +11,6 @@ import math
 from collections.abc import Sequence
 
 import torch
-
 from npu_emulator import EmulatedNPUError
 from npu_emulator._errors import emulated_message
 

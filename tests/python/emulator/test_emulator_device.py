@@ -7,12 +7,13 @@ import io
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
+import npu_emulator
 import pytest
 import torch
 
-import npu_emulator
-from conftest import EMULATOR
+EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
 
 
 def test_install_is_idempotent_and_reported(npu: torch.device) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import npu_emulator
 import pytest
 import torch
 import torch.nn.functional as F
-
-import npu_emulator
 from npu_emulator import EmulatedNPUError
+
+EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
 
 
 def _assert_message(error: BaseException, real: str, source: str) -> None:
@@ -225,8 +228,6 @@ def test_disable_from_the_environment() -> None:
     import os
     import subprocess
     import sys
-
-    from conftest import EMULATOR
 
     code = (
         f"import sys; sys.path.insert(0, {str(EMULATOR)!r}); import npu_emulator; "

@@ -6,13 +6,14 @@ import math
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-
-from conftest import EMULATOR
 from npu_emulator import EmulatedNPUError
+
+EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
 
 B, N, SQ, SKV, D = 2, 3, 5, 7, 8
 SCALE = 1.0 / math.sqrt(D)

@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 
 _SOURCE = "NPU-FACTS.md, 'Optimizers'"
