@@ -211,6 +211,26 @@ impl fmt::Display for Category {
     }
 }
 
+impl HistoryStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HistoryStatus::Found => "found",
+            HistoryStatus::Shown => "shown",
+            HistoryStatus::Fixed => "fixed",
+            HistoryStatus::Skipped => "skipped",
+            HistoryStatus::Reopened => "reopened",
+            HistoryStatus::Regressed => "regressed",
+            HistoryStatus::Resolved => "resolved",
+        }
+    }
+}
+
+impl fmt::Display for HistoryStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 impl Summary {
     /// Counts of `issues` by status and by pattern.
     pub fn of(issues: &[Issue]) -> Summary {
@@ -229,5 +249,42 @@ impl Summary {
                 .or_default() += 1;
         }
         summary
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `as_str` must spell each value as the file does.
+    #[test]
+    fn as_str_matches_the_serialized_spelling() {
+        let spelled = |v: serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_default();
+        for s in [Status::Pending, Status::Fixed, Status::Skipped] {
+            assert_eq!(spelled(serde_json::json!(s)), s.as_str());
+        }
+        for s in [Severity::Error, Severity::Warning, Severity::Info] {
+            assert_eq!(spelled(serde_json::json!(s)), s.as_str());
+        }
+        for c in [
+            Category::Device,
+            Category::Operator,
+            Category::Structure,
+            Category::Framework,
+            Category::Semantic,
+        ] {
+            assert_eq!(spelled(serde_json::json!(c)), c.as_str());
+        }
+        for h in [
+            HistoryStatus::Found,
+            HistoryStatus::Shown,
+            HistoryStatus::Fixed,
+            HistoryStatus::Skipped,
+            HistoryStatus::Reopened,
+            HistoryStatus::Regressed,
+            HistoryStatus::Resolved,
+        ] {
+            assert_eq!(spelled(serde_json::json!(h)), h.as_str());
+        }
     }
 }

@@ -1,1 +1,171 @@
-//! placeholder
+//! `npu-progress`: works through an `issues.json` one issue at a time.
+//!
+//! It shows the next pending issue with the code around it, marks issues fixed (after
+//! re-scanning the file to check that the finding is gone), skipped (with a reason) or pending
+//! again, checks that nothing is left, and summarizes the work, including the time spent on each
+//! issue. Every change goes through `issue_model::update` (locked, atomic). It must not find
+//! issues itself (the scanner does) and never writes a file it could not read cleanly.
+
+pub mod cli;
+mod commands;
+pub mod error;
+mod excerpt;
+mod mark;
+mod recheck;
+pub mod render;
+mod select;
+mod timing;
+
+pub use cli::Args;
+pub use error::{Error, Result};
+
+use cli::{ColorChoice, Format};
+use issue_model::IssuesFile;
+use render::Style;
+use std::io::{IsTerminal, Write};
+use std::path::Path;
+
+/// How a command that ran to the end went.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Done; exit status 0.
+    Ok,
+    /// Pending issues (`--check-complete`) or a fix the scanner still finds; exit status 1.
+    Findings,
+}
+
+impl Exit {
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Ok => 0,
+            Exit::Findings => 1,
+        }
+    }
+}
+
+/// What a command needs: its arguments and where its output goes.
+pub(crate) struct Ctx<'a> {
+    pub args: &'a Args,
+    pub path: &'a Path,
+    pub style: Style,
+    pub out: &'a mut dyn Write,
+    pub err: &'a mut dyn Write,
+}
+
+impl Ctx<'_> {
+    pub fn json(&self) -> bool {
+        self.args.format == Format::Json
+    }
+
+    /// A note on stderr (hidden by `--quiet`).
+    pub fn note(&mut self, text: &str) -> Result<()> {
+        if !self.args.quiet {
+            writeln!(self.err, "npu-progress: {text}")?;
+        }
+        Ok(())
+    }
+
+    /// A warning on stderr (always shown).
+    pub fn warn(&mut self, text: &str) -> Result<()> {
+        writeln!(self.err, "npu-progress: warning: {text}")?;
+        Ok(())
+    }
+
+    /// The issues.json as the user typed it, quoted for a shell if needed, for hints.
+    pub fn file_arg(&self) -> String {
+        let text = self.path.display().to_string();
+        if text
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-/+:@,".contains(c))
+        {
+            text
+        } else {
+            format!("'{}'", text.replace('\'', r"'\''"))
+        }
+    }
+
+    /// Load and validate the issues.json (no lock: writes are atomic renames).
+    pub fn load(&self) -> Result<IssuesFile> {
+        load(self.path)
+    }
+}
+
+/// Load `path`, saying how to create it when it does not exist.
+pub(crate) fn load(path: &Path) -> Result<IssuesFile> {
+    match issue_model::load(path) {
+        Err(issue_model::Error::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            Err(Error::Missing {
+                path: path.to_owned(),
+            })
+        }
+        other => Ok(other?),
+    }
+}
+
+/// Run the command `args` asks for, writing its product to `out` and notes to `err`.
+pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<Exit> {
+    check_combinations(args)?;
+    let color = match args.color {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
+        }
+    };
+    let mut ctx = Ctx {
+        args,
+        path: &args.file,
+        style: Style::new(color && args.format == Format::Text),
+        out,
+        err,
+    };
+    if args.next {
+        commands::next(&mut ctx)
+    } else if let Some(id) = &args.fixed {
+        mark::fixed(&mut ctx, id)
+    } else if let Some(id) = &args.skip {
+        mark::skip(&mut ctx, id)
+    } else if let Some(id) = &args.reopen {
+        mark::reopen(&mut ctx, id)
+    } else if args.check_complete {
+        commands::check_complete(&mut ctx)
+    } else if args.list {
+        commands::list(&mut ctx)
+    } else if let Some(id) = &args.show {
+        commands::show(&mut ctx, id)
+    } else if args.summary {
+        commands::summary(&mut ctx)
+    } else {
+        Err(Error::Usage(
+            "say what to do: --next, --fixed ID, --skip ID --reason TEXT, --check-complete, --list, --show ID, --reopen ID or --summary".to_owned(),
+        ))
+    }
+}
+
+/// Flags that only make sense with some commands.
+fn check_combinations(args: &Args) -> Result<()> {
+    let filtering = !args.status.is_empty() || !args.pattern.is_empty();
+    if filtering && !(args.list || args.next) {
+        return Err(Error::Usage(
+            "--status and --pattern go with --list or --next".to_owned(),
+        ));
+    }
+    if !args.status.is_empty() && args.next {
+        return Err(Error::Usage(
+            "--next only shows pending issues; use --pattern to narrow it, or --list --status"
+                .to_owned(),
+        ));
+    }
+    if args.force && args.fixed.is_none() {
+        return Err(Error::Usage("--force goes with --fixed".to_owned()));
+    }
+    if args.reason.is_some() && args.skip.is_none() && args.fixed.is_none() && args.reopen.is_none()
+    {
+        return Err(Error::Usage(
+            "--reason goes with --skip, --fixed or --reopen".to_owned(),
+        ));
+    }
+    Ok(())
+}

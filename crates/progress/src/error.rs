@@ -1,0 +1,60 @@
+//! Errors of `npu-progress`: each says what is wrong and what to do. All exit with status 2.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{} does not exist; create it with `npu-scan /path/to/model --output <dir>`", path.display())]
+    Missing { path: PathBuf },
+
+    #[error(transparent)]
+    Model(#[from] issue_model::Error),
+
+    #[error("no issue `{id}` in {}{}", path.display(), suggest(suggestions))]
+    UnknownId {
+        id: String,
+        path: PathBuf,
+        suggestions: Vec<String>,
+    },
+
+    #[error(
+        "a skip needs a reason: npu-progress {} --skip {id} --reason \"why this is a false positive\"",
+        path.display()
+    )]
+    SkipWithoutReason { id: String, path: PathBuf },
+
+    #[error(
+        "{id} is a performance issue ({pattern}) and cannot be skipped: the code runs, but slowly on the NPU, so it must be fixed; follow {template}, then run `npu-progress {} --fixed {id}`. If the finding is wrong, write `# npu: ignore[{pattern}] <why>` at the end of line {line} of {file} and rescan",
+        path.display()
+    )]
+    SkipPerformance {
+        id: String,
+        pattern: String,
+        template: String,
+        file: String,
+        line: u32,
+        path: PathBuf,
+    },
+
+    #[error("{0}")]
+    Usage(String),
+
+    #[error("cannot write the output")]
+    Output(#[source] std::io::Error),
+}
+
+fn suggest(suggestions: &[String]) -> String {
+    match suggestions {
+        [] => "; list the ids with --list".to_owned(),
+        [one] => format!("; did you mean {one}?"),
+        many => format!("; did you mean one of: {}?", many.join(", ")),
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(error: std::io::Error) -> Self {
+        Error::Output(error)
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,129 @@
+//! Time spent on issues, from their history: work on an issue starts when `--next` first shows
+//! it (a `shown` entry) and ends when it is marked fixed or skipped.
+
+use issue_model::{HistoryStatus, Issue};
+
+/// Whether `--next` should record a `shown` entry: the issue was never shown, or it came back
+/// (reopened, regressed) since it was last shown.
+pub fn needs_shown(issue: &Issue) -> bool {
+    for entry in issue.history.iter().rev() {
+        match entry.status {
+            HistoryStatus::Shown => return false,
+            HistoryStatus::Reopened | HistoryStatus::Regressed => return true,
+            _ => {}
+        }
+    }
+    true
+}
+
+/// Seconds spent on `issue`: the sum of each `shown` → `fixed`/`skipped` stretch of its history.
+/// `None` when no stretch is complete (never shown, or not finished).
+pub fn seconds_spent(issue: &Issue) -> Option<i64> {
+    let mut started: Option<jiff::Timestamp> = None;
+    let mut total: Option<i64> = None;
+    for entry in &issue.history {
+        let Ok(at) = entry.at.parse::<jiff::Timestamp>() else {
+            continue;
+        };
+        match entry.status {
+            HistoryStatus::Shown => {
+                started.get_or_insert(at);
+            }
+            HistoryStatus::Fixed | HistoryStatus::Skipped => {
+                if let Some(start) = started.take() {
+                    let seconds = at.as_second() - start.as_second();
+                    *total.get_or_insert(0) += seconds.max(0);
+                }
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+/// `1h02m`, `4m30s`, `12s`.
+pub fn human(seconds: i64) -> String {
+    let (h, m, s) = (seconds / 3600, seconds % 3600 / 60, seconds % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m")
+    } else if m > 0 {
+        format!("{m}m{s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use issue_model::HistoryEntry;
+
+    fn with_history(entries: &[(&str, HistoryStatus)]) -> Issue {
+        let text = include_str!("../../issue-model/tests/golden/full.json");
+        let file = issue_model::parse(std::path::Path::new("full.json"), text.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut issue = file.issues[0].clone();
+        issue.history = entries
+            .iter()
+            .map(|(at, status)| HistoryEntry {
+                at: (*at).to_owned(),
+                status: *status,
+                note: None,
+            })
+            .collect();
+        issue
+    }
+
+    #[test]
+    fn shown_is_recorded_once_and_again_after_a_reopen() {
+        use HistoryStatus::{Found, Reopened, Shown};
+        assert!(needs_shown(&with_history(&[(
+            "2025-01-01T00:00:00Z",
+            Found
+        )])));
+        assert!(!needs_shown(&with_history(&[
+            ("2025-01-01T00:00:00Z", Found),
+            ("2025-01-01T00:01:00Z", Shown),
+        ])));
+        assert!(needs_shown(&with_history(&[
+            ("2025-01-01T00:01:00Z", Shown),
+            ("2025-01-01T00:02:00Z", Reopened),
+        ])));
+    }
+
+    #[test]
+    fn time_is_the_sum_of_shown_to_done_stretches() {
+        use HistoryStatus::{Fixed, Found, Regressed, Shown, Skipped};
+        assert_eq!(
+            seconds_spent(&with_history(&[("2025-01-01T00:00:00Z", Found)])),
+            None
+        );
+        let once = with_history(&[
+            ("2025-01-01T00:00:00Z", Found),
+            ("2025-01-01T00:01:00Z", Shown),
+            ("2025-01-01T00:05:30Z", Fixed),
+        ]);
+        assert_eq!(seconds_spent(&once), Some(270));
+        let twice = with_history(&[
+            ("2025-01-01T00:01:00Z", Shown),
+            ("2025-01-01T00:02:00Z", Fixed),
+            ("2025-01-01T01:00:00Z", Regressed),
+            ("2025-01-01T02:00:00Z", Shown),
+            ("2025-01-01T02:00:10+00:00", Skipped),
+        ]);
+        assert_eq!(seconds_spent(&twice), Some(70));
+        // Marked fixed without ever being shown: no measure.
+        let unshown = with_history(&[
+            ("2025-01-01T00:00:00Z", Found),
+            ("2025-01-01T00:09:00Z", Fixed),
+        ]);
+        assert_eq!(seconds_spent(&unshown), None);
+    }
+
+    #[test]
+    fn human_durations() {
+        assert_eq!(human(12), "12s");
+        assert_eq!(human(270), "4m30s");
+        assert_eq!(human(3720), "1h02m");
+    }
+}
