@@ -50,6 +50,7 @@ class Observer:
         self.fallbacks = {}
         self._undo = []
         self._mode = None
+        self._in_backward = False
 
     # -- optimizer steps ---------------------------------------------------------------------------
     def _step_hook(self, optimizer, args, kwargs):
@@ -132,8 +133,15 @@ class Observer:
         observer = self
 
         def backward(self, *args, **kwargs):
+            # A tensor subclass may route its backward through Tensor.backward again: record the outer call only.
+            if observer._in_backward:
+                return original_backward(self, *args, **kwargs)
             observer._record_loss(self)
-            return original_backward(self, *args, **kwargs)
+            observer._in_backward = True
+            try:
+                return original_backward(self, *args, **kwargs)
+            finally:
+                observer._in_backward = False
 
         backward.__wrapped__ = original_backward
         torch.Tensor.backward = backward

@@ -70,7 +70,15 @@ class PatcherWatch:
         return patcher
 
     def reports(self):
-        """[(patcher index, report as JSON-able data)] of every patcher built."""
+        """The JSON-able report of every patcher built (or found active) in this process."""
+        active = getattr(self.module, "active_patcher", None)
+        if callable(active):
+            try:
+                found = active()
+            except BaseException:
+                found = None
+            if found is not None and all(found is not p for p in self.patchers):
+                self.patchers.append(found)
         out = []
         for index, patcher in enumerate(self.patchers):
             report = getattr(patcher, "report", None)

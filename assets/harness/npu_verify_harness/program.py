@@ -231,12 +231,21 @@ def report_patches(results, watch, steps):
         )
         return
     fired = summarize_fires(reports)
+    skipped = sorted(
+        {
+            "{} ({})".format(e.get("name"), e.get("reason") or e.get("state"))
+            for r in reports if isinstance(r, list)
+            for e in r if isinstance(e, dict) and e.get("state") == "skipped"
+        }
+    )
     who = "the harness (the entry point applies none)" if watch.applied_by_harness else "the program"
     if fired:
         detail = "patcher applied by {}; fired: {}".format(
             who, "; ".join("{} {}x, first at {}".format(n, c, s or "?") for n, c, s in fired))
     else:
         detail = "patcher applied by {}; no patch fired".format(who)
+    if skipped:
+        detail += "; skipped: " + ", ".join(skipped)
     status = WARN if watch.applied_by_harness else PASS
     remedy = (
         "the entry point must apply the patcher itself: `build_vla_patcher().apply()` (P_ENT)"
@@ -262,7 +271,7 @@ def summarize_fires(reports):
         for entry in entries:
             if not isinstance(entry, dict):
                 continue
-            count = entry.get("fired", entry.get("fire_count", entry.get("count", entry.get("calls", 0))))
+            count = entry.get("fires", entry.get("fired", entry.get("fire_count", entry.get("count", 0))))
             if isinstance(count, (int, float)) and count > 0:
                 site = entry.get("first_call_site") or entry.get("first_site") or entry.get("site")
                 out.append((entry.get("name") or entry.get("patch"), int(count), site))

@@ -226,7 +226,10 @@ def check_patches(request, results):
         )
         return
     try:
-        outcome = self_test()
+        try:
+            outcome = self_test(device="npu")
+        except TypeError:
+            outcome = self_test()
     except BaseException as exc:
         results.check(
             "runtime.patches",
@@ -257,7 +260,9 @@ def self_test_entries(outcome):
     elif isinstance(outcome, (list, tuple)):
         items = []
         for record in outcome:
-            if isinstance(record, dict):
+            if isinstance(record, (tuple, list)) and len(record) >= 2 and isinstance(record[0], str):
+                items.append((record[0], tuple(record[1:])))
+            elif isinstance(record, dict):
                 items.append((record.get("name") or record.get("patch"), record))
             else:
                 items.append((getattr(record, "name", None) or getattr(record, "patch", None), record))

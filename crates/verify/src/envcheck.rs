@@ -61,10 +61,13 @@ pub fn visible_devices(value: Option<&str>, device_count: Option<u64>, emulated:
     const NAME: &str = "runtime.visible_devices";
     let count_text = device_count.map_or_else(|| "unknown".to_owned(), |c| c.to_string());
     let Some(value) = value else {
-        return Check::pass(
-            NAME,
-            format!("ASCEND_RT_VISIBLE_DEVICES is unset: all {count_text} devices are visible"),
-        );
+        return Check {
+            emulated,
+            ..Check::pass(
+                NAME,
+                format!("ASCEND_RT_VISIBLE_DEVICES is unset: all {count_text} devices are visible"),
+            )
+        };
     };
     let list = parse_visible_devices(value);
     if let Some(problem) = &list.problem {

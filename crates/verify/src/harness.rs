@@ -355,7 +355,7 @@ fn read_results(path: &Path, outcome: &mut Outcome) {
                 let value = record.get("value").cloned().unwrap_or_default();
                 match (outcome.facts.get_mut(name), value) {
                     (Some(serde_json::Value::Object(old)), serde_json::Value::Object(new)) => {
-                        old.extend(new)
+                        old.extend(new);
                     }
                     (_, value) => {
                         outcome.facts.insert(name.to_owned(), value);

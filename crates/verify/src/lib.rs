@@ -223,7 +223,7 @@ fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
             format!("the only entry point, {}", first.file)
         } else {
             format!(
-                "the most training-like entry point (others: {}; choose with --entry)",
+                "ranked first of the entry points; others: {}; choose with --entry",
                 others.join(", ")
             )
         };
@@ -478,7 +478,7 @@ impl Session<'_> {
             }
         };
         let mut detail = format!(
-            "`{}` ({})",
+            "`{}`; chosen: {}",
             plan.info.command.join(" "),
             plan.info.chosen_by
         );
@@ -534,11 +534,11 @@ impl Session<'_> {
             std::fs::read_to_string(self.root.join(statics::MIGRATE_DIR).join("env_npu.sh")).ok();
         match shipped {
             Some(shipped) => {
-                self.report
-                    .checks
-                    .push(envcheck::perf_env(&shipped, project.as_deref(), &|name| {
-                        std::env::var(name).ok()
-                    }))
+                self.report.checks.push(envcheck::perf_env(
+                    &shipped,
+                    project.as_deref(),
+                    &|name| std::env::var(name).ok(),
+                ));
             }
             None => self.report.checks.push(Check::skip(
                 "runtime.perf_env",

@@ -1,0 +1,286 @@
+//! The real path: the test venv's CPU torch, `--emulate-npu`, and copies of the demo project.
+//! Before its fixes the pipeline check must fail for a porting reason; after them it must pass.
+//!
+//! Needs `NPU_PATCHER_PYTHON` (set by `cargo xtask test`; `cargo xtask venv` prints the path).
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn python() -> PathBuf {
+    let Some(py) = std::env::var_os("NPU_PATCHER_PYTHON") else {
+        panic!(
+            "NPU_PATCHER_PYTHON is not set: run `cargo xtask test`, or export \
+             NPU_PATCHER_PYTHON=$(cargo xtask venv) before `cargo test -p verify`"
+        );
+    };
+    PathBuf::from(py)
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if name == "__pycache__" || name == "outputs" {
+            continue;
+        }
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &to.join(&name));
+        } else {
+            std::fs::copy(entry.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+/// A copy of `assets/demo/<name>` with `migrate_to_cloudrobo/` set up as the workflow's step 1 does.
+fn demo(dir: &Path, name: &str) -> PathBuf {
+    let source = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../assets/demo")
+        .join(name);
+    let root = dir.join(name);
+    copy_tree(&source, &root);
+    let migrate = root.join("migrate_to_cloudrobo");
+    std::fs::create_dir_all(&migrate).unwrap();
+    for (asset, file) in [
+        ("templates/env_npu.sh", "env_npu.sh"),
+        ("templates/train.sh", "train.sh"),
+        ("runtime_patches.py", "runtime_patches.py"),
+    ] {
+        std::fs::write(migrate.join(file), patch_assets::get(asset).unwrap()).unwrap();
+    }
+    root
+}
+
+fn verify(root: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
+    let out = Command::cargo_bin("npu-verify")
+        .unwrap()
+        .arg(root)
+        .args([
+            "--emulate-npu",
+            "--format",
+            "json",
+            "--timeout",
+            "300",
+            "--python",
+        ])
+        .arg(python())
+        .args(args)
+        .env_remove("ASCEND_RT_VISIBLE_DEVICES")
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (
+        out.status.code(),
+        report,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
+}
+
+fn failures(report: &serde_json::Value) -> Vec<String> {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| format!("{}: {}", c["name"], c["detail"]))
+        .collect()
+}
+
+#[test]
+fn unfixed_demo_fails_the_pipeline_because_it_still_uses_cuda() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla");
+    let (code, report, stderr) = verify(&root, &["--pipeline", "--config", "configs/train.yaml"]);
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    let run = check(&report, "pipeline.run");
+    assert_eq!(run["status"], "fail", "{run:#}");
+    assert_eq!(run["emulated"], true);
+    assert_eq!(run["data"]["reason"], "cuda-in-use", "{run:#}");
+    assert!(
+        run["detail"].as_str().unwrap().contains("tiny_vla/"),
+        "names the project line: {run:#}"
+    );
+    assert!(
+        run["remedy"].as_str().unwrap().contains("transfer_to_npu"),
+        "{run:#}"
+    );
+    // The entry point does not apply the patcher: the static check says so and the harness applied it.
+    assert_eq!(check(&report, "static.entry_patcher")["status"], "fail");
+    assert_eq!(check(&report, "pipeline.patches")["status"], "warn");
+    assert_eq!(report["emulated"], true);
+}
+
+#[test]
+fn unfixed_demo_fails_through_its_launch_command_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla");
+    let (code, report, stderr) = verify(
+        &root,
+        &[
+            "--pipeline",
+            "--",
+            "python",
+            "train.py",
+            "--config",
+            "configs/train.yaml",
+        ],
+    );
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    assert_eq!(
+        check(&report, "pipeline.run")["data"]["reason"],
+        "cuda-in-use"
+    );
+    assert_eq!(report["entry"]["command"][1], "train.py");
+}
+
+#[test]
+fn fixed_demo_passes_runtime_and_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla-fixed");
+    let (code, report, stderr) = verify(
+        &root,
+        &["--runtime", "--pipeline", "--config", "configs/train.yaml"],
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "failures: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    for name in [
+        "pipeline.run",
+        "pipeline.loss",
+        "pipeline.params_device",
+        "runtime.device_ops",
+        "runtime.torch_npu",
+    ] {
+        assert_eq!(check(&report, name)["status"], "pass", "{name}");
+        assert_eq!(check(&report, name)["emulated"], true, "{name}");
+    }
+    let run = check(&report, "pipeline.run");
+    assert_eq!(run["data"]["steps"], 2);
+    let params = check(&report, "pipeline.params_device");
+    assert!(
+        params["detail"].as_str().unwrap().contains("on npu"),
+        "{params:#}"
+    );
+    assert!(
+        report["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["name"] == "runtime.patch.SdpaMaskBroadcast"),
+        "each runtime patch self-tests"
+    );
+    assert_eq!(
+        check(&report, "pipeline.patches")["status"],
+        "pass",
+        "the program applies the patcher itself"
+    );
+    let written: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.join("migrate_to_cloudrobo/verify-report.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(written["checks"], report["checks"]);
+}
+
+#[test]
+fn fixed_demo_passes_the_data_check_with_its_config_auto_detected() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla-fixed");
+    let (code, report, stderr) = verify(&root, &["--data", "--batches", "2"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "failures: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    assert_eq!(
+        report["entry"]["config"], "configs/train.yaml",
+        "{:#}",
+        report["entry"]
+    );
+    assert_eq!(check(&report, "data.run")["status"], "pass");
+    let batches = check(&report, "data.batches");
+    assert!(
+        batches["detail"]
+            .as_str()
+            .unwrap()
+            .contains("batch.actions float32"),
+        "{batches:#}"
+    );
+    assert_eq!(check(&report, "data.float64")["status"], "pass");
+}
+
+#[test]
+fn unfixed_demo_data_shows_its_float64_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla");
+    let (_, report, _) = verify(&root, &["--data", "--config", "configs/train.yaml"]);
+    let f64_check = check(&report, "data.float64");
+    assert_eq!(f64_check["status"], "warn", "{f64_check:#}");
+    assert!(
+        f64_check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("batch.state"),
+        "{f64_check:#}"
+    );
+}
+
+#[test]
+fn fixed_demo_hydra_entry_passes_with_a_yaml_config() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla-fixed");
+    let (code, report, stderr) = verify(
+        &root,
+        &[
+            "--pipeline",
+            "--entry",
+            "train_hydra.py",
+            "--config",
+            "configs/train.yaml",
+        ],
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "failures: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    let command = report["entry"]["command"].as_array().unwrap();
+    assert!(
+        command.iter().any(|a| a == "--config-name=train"),
+        "{command:?}"
+    );
+    assert!(
+        command
+            .iter()
+            .any(|a| a.as_str().unwrap().starts_with("--config-path=")),
+        "{command:?}"
+    );
+}
+
+#[test]
+fn a_cpu_config_fails_the_parameters_on_device_check() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla-fixed");
+    let (code, report, _) = verify(&root, &["--pipeline", "--config", "configs/debug.yaml"]);
+    assert_eq!(code, Some(1));
+    let params = check(&report, "pipeline.params_device");
+    assert_eq!(params["status"], "fail", "{params:#}");
+    assert!(
+        params["detail"].as_str().unwrap().contains("cpu"),
+        "{params:#}"
+    );
+}
