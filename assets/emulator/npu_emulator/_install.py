@@ -131,3 +131,24 @@ def install() -> None:
     _amp.register(lib, global_lib)
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
+    _state["single_threaded_autograd"] = _settle_autograd_engine()
+
+
+def _settle_autograd_engine() -> bool:
+    """Make backward() work on the device; True when autograd had to be switched to the calling thread.
+
+    The autograd engine sizes its per-device queues once, at the first backward() of the process. If that happened
+    before install() (a CPU backward), the engine has no queue for npu:0; then autograd multithreading is turned
+    off for the installing thread, so device backward passes run on the calling thread instead (as on CPU).
+    """
+    probe = NPUTensor(torch.ones(1), requires_grad=True)
+    try:
+        (probe * 2).sum().backward()
+    except RuntimeError as error:
+        if "device_ready_queues_" not in str(error):
+            raise
+        torch._C._set_multithreading_enabled(False)
+        probe.grad = None
+        (probe * 2).sum().backward()
+        return True
+    return False

@@ -199,3 +199,27 @@ def test_import_installs_nothing_in_a_fresh_interpreter() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_backward_works_when_the_engine_started_before_install() -> None:
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(EMULATOR)!r})
+        import torch
+        import npu_emulator
+        w = torch.ones(2, requires_grad=True)
+        (w * 3).sum().backward()  # starts the autograd engine before the npu device exists
+        npu_emulator.install()
+        x = torch.ones(2, device="npu", requires_grad=True)
+        (x * 3).sum().backward()
+        assert x.grad.device.type == "npu" and x.grad.tolist() == [3.0, 3.0]
+        model = torch.nn.Linear(2, 1).to("npu")
+        model(torch.ones(1, 2, device="npu")).sum().backward()
+        assert model.weight.grad.tolist() == [[1.0, 1.0]]
+        print("ok")
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
