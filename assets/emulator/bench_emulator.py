@@ -12,7 +12,6 @@ one training step of a small transformer policy, on CPU and on the emulated devi
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import statistics
 import sys
@@ -22,10 +21,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import torch  # noqa: E402
-from torch import nn  # noqa: E402
+import torch
+from torch import nn
 
-import npu_emulator  # noqa: E402
+import npu_emulator
 
 
 def _median_seconds(function: Callable[[], object], calls: int, rounds: int = 5) -> float:
