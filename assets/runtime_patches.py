@@ -66,6 +66,18 @@ def _on_accelerator(tensor: torch.Tensor) -> bool:
     return not (tensor.is_cpu or tensor.is_meta)
 
 
+_SCALARS = (int, float)
+# Types seen by the patched min/max that are not tensors: membership is much cheaper than isinstance() against
+# torch.Tensor (whose metaclass makes isinstance take the slow path). Grows with the types a program uses.
+_PLAIN_TYPES: set[type] = {int, float, bool, str, bytes, complex, tuple, list, dict, set, frozenset, type(None)}
+_PLAIN_LIMIT = 1024
+
+
+def _learn(kind: type) -> None:
+    if kind not in _PLAIN_TYPES and len(_PLAIN_TYPES) < _PLAIN_LIMIT and not issubclass(kind, _Tensor):
+        _PLAIN_TYPES.add(kind)
+
+
 def _call_site() -> str:
     """The first frame outside this module and the torch stack: where user code reached the patch."""
     frame = sys._getframe(2)
@@ -576,8 +588,15 @@ class TensorIndexDevice(_Patch):
         put = _TensorBase.__setitem__
 
         def __getitem__(self: torch.Tensor, index: Any) -> Any:
-            if type(index) in _FAST_INDEX:
+            kind = type(index)
+            if kind in _FAST_INDEX:
                 return get(self, index)
+            if kind is tuple:
+                for item in index:
+                    if type(item) not in _FAST_INDEX:
+                        break
+                else:
+                    return get(self, index)
             index, moved = _align_index(self, index)
             if moved:
                 fire()
@@ -730,7 +749,8 @@ class TorchTensorSafe(_Patch):
 
         def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
             if (type(data) is list or type(data) is tuple) and not args:
-                if isinstance(_first_leaf(data), _Tensor):
+                first = _first_leaf(data)
+                if type(first) not in _PLAIN_TYPES and isinstance(first, _Tensor):
                     built = build(
                         data,
                         kwargs.get("dtype"),
@@ -759,7 +779,8 @@ class TorchTensorSafe(_Patch):
 
         def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> torch.Tensor:
             if type(data) is list or type(data) is tuple:
-                if isinstance(_first_leaf(data), _Tensor):
+                first = _first_leaf(data)
+                if type(first) not in _PLAIN_TYPES and isinstance(first, _Tensor):
                     built = build(data, dtype, device, False, False)
                     if built is not None:
                         return built
@@ -789,9 +810,6 @@ class TorchTensorSafe(_Patch):
 # --------------------------------------------------------------------------------------------------------------
 # BuiltinMinMaxNPU
 
-_SCALARS = (int, float)
-
-
 class BuiltinMinMaxNPU(_Patch):
     """Python ``min``/``max`` with accelerator tensors -> ``torch.minimum``/``torch.maximum`` (or clamp).
 
@@ -815,6 +833,7 @@ class BuiltinMinMaxNPU(_Patch):
         fire = self.fired
         tensor_type = _Tensor
         scalars = _SCALARS
+        plain = _PLAIN_TYPES
 
         def pair(a: Any, b: Any) -> Any:
             # NotImplemented: let the builtin decide.
@@ -845,30 +864,61 @@ class BuiltinMinMaxNPU(_Patch):
                     return NotImplemented
             return result
 
-        def minmax(*args: Any, **kwargs: Any) -> Any:
-            if len(args) == 2 and not kwargs:
-                a, b = args
-                if isinstance(a, tensor_type) or isinstance(b, tensor_type):
-                    result = pair(a, b)
-                    if result is not NotImplemented:
-                        fire()
-                        return result
-                return original(a, b)
-            if not kwargs or (len(kwargs) == 1 and "default" in kwargs):
-                if len(args) > 2:
-                    if isinstance(args[0], tensor_type) or isinstance(args[1], tensor_type):
+        def general(args: tuple[Any, ...], key: Any, default: Any) -> Any:
+            if key is _MISSING:
+                if len(args) > 2 and default is _MISSING:
+                    if not all(type(arg) in plain for arg in args):
                         result = reduce(args)
                         if result is not NotImplemented:
                             fire()
                             return result
                 elif len(args) == 1:
                     items = args[0]
-                    if (type(items) is list or type(items) is tuple) and items and isinstance(items[0], tensor_type):
-                        result = reduce(items) if len(items) > 1 else NotImplemented
+                    kind = type(items)
+                    if (kind is list or kind is tuple) and len(items) > 1 and type(items[0]) not in plain:
+                        result = reduce(items)
                         if result is not NotImplemented:
                             fire()
                             return result
-            return original(*args, **kwargs)
+            if key is _MISSING and default is _MISSING:
+                return original(*args)
+            if default is _MISSING:
+                return original(*args, key=key)
+            if key is _MISSING:
+                return original(*args, default=default)
+            return original(*args, key=key, default=default)
+
+        # Positional-only parameters and keyword-only options: no tuple is built for the common two-argument
+        # call. (Positional-only names cannot collide with keywords; the builtin takes no such keywords.)
+        def minmax(
+            _npu_first: Any = _MISSING,
+            _npu_second: Any = _MISSING,
+            /,
+            *rest: Any,
+            key: Any = _MISSING,
+            default: Any = _MISSING,
+            **unknown: Any,
+        ) -> Any:
+            if unknown:  # the builtin's own error for unknown keywords
+                return original(*(a for a in (_npu_first, _npu_second) if a is not _MISSING), *rest, **unknown)
+            if _npu_second is _MISSING or rest or key is not _MISSING or default is not _MISSING:
+                if _npu_first is _MISSING:
+                    args: tuple[Any, ...] = ()
+                elif _npu_second is _MISSING:
+                    args = (_npu_first,)
+                else:
+                    args = (_npu_first, _npu_second, *rest)
+                return general(args, key, default)
+            # Hot path: two values of types known not to be tensors (a set lookup each, no isinstance).
+            if type(_npu_first) in plain and type(_npu_second) in plain:
+                return original(_npu_first, _npu_second)
+            result = pair(_npu_first, _npu_second)
+            if result is not NotImplemented:
+                fire()
+                return result
+            _learn(type(_npu_first))
+            _learn(type(_npu_second))
+            return original(_npu_first, _npu_second)
 
         functools.update_wrapper(minmax, original, assigned=("__name__", "__qualname__", "__doc__"))
         return minmax
@@ -910,6 +960,8 @@ class PowFloatSafe(_Patch):
 
         def needs(base: Any, exponent: Any) -> bool:
             kind = type(exponent)
+            if kind is int:
+                return False
             if kind is float:
                 if exponent.is_integer() or not math.isfinite(exponent):
                     return False

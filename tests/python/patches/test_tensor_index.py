@@ -26,7 +26,7 @@ def test_host_indices_follow_the_indexed_tensor(accel, make_patcher):
         (x[mask], host[mask]),
         (x[idx, 1:], host[idx, 1:]),
         (x[:, idx], host[:, idx]),
-        (x[[idx, idx]], host[[idx, idx]]),
+        (x[(idx, idx)], host[(idx, idx)]),
     ):
         assert got.device.type == accel.type
         assert torch.equal(got.cpu(), want)
