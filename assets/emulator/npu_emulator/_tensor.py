@@ -115,9 +115,14 @@ class NPUTensor(torch.Tensor):
     def __repr__(self, *, tensor_contents: object = None) -> str:
         del tensor_contents
         text = repr(self.elem)
-        if text.endswith(")"):
-            text = text[:-1] + ", device='npu:0')"
-        return text
+        if not text.endswith(")"):
+            return text
+        extra = ", device='npu:0'"
+        if self.grad_fn is not None:
+            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
+        elif self.requires_grad:
+            extra += ", requires_grad=True"
+        return f"{text[:-1]}{extra})"
 
     # -- methods that torch refuses for every tensor subclass; give them their device semantics --
     numpy = _NumpyMethod()
@@ -142,6 +147,10 @@ class NPUTensor(torch.Tensor):
 
     def data_ptr(self) -> int:
         return self.elem.data_ptr()
+
+    def untyped_storage(self) -> torch.UntypedStorage:
+        """The backing storage (host memory): its ``data_ptr()`` identifies shared tensors, as on a device."""
+        return self.elem.untyped_storage()
 
     def __deepcopy__(self, memo: dict[int, Any]) -> NPUTensor:
         if id(self) in memo:
@@ -176,27 +185,14 @@ class NPUTensor(torch.Tensor):
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         del types
-        packet = func.overloadpacket
+        info = _OP_INFO.get(func)
+        if info is None:
+            info = _OP_INFO[func] = _op_info(func)
+        cross_device_ok, index_op, rule, random_op = info
         originals: dict[int, Any] = {}
         cpu_dense: list[torch.Tensor] = []
         npu_dtypes: list[torch.dtype] = []
-
-        def unwrap(value: Any) -> Any:
-            if isinstance(value, NPUTensor):
-                elem = value.elem
-                originals[id(elem)] = value
-                npu_dtypes.append(elem.dtype)
-                return elem
-            if isinstance(value, torch.Tensor):
-                originals[id(value)] = value
-                if value.dim() != 0 and value.device.type == "cpu":
-                    cpu_dense.append(value)
-                return value
-            if isinstance(value, (list, tuple)) and value:
-                return type(value)(unwrap(item) for item in value)
-            return value
-
-        new_args = [unwrap(a) for a in args]
+        new_args = [_unwrap(a, originals, cpu_dense, npu_dtypes) for a in args]
         new_kwargs: dict[str, Any] = {}
         to_device = True
         if kwargs:
@@ -208,22 +204,52 @@ class NPUTensor(torch.Tensor):
                         new_kwargs[key] = torch.device("cpu")
                         continue
                     to_device = False
-                new_kwargs[key] = unwrap(value)
+                new_kwargs[key] = _unwrap(value, originals, cpu_dense, npu_dtypes)
 
-        if cpu_dense and npu_dtypes and packet not in _CROSS_DEVICE_OK:
-            if packet in _INDEX_OPS:
+        if cpu_dense and npu_dtypes and not cross_device_ok:
+            if index_op:
                 _checks.index_device(func, args)
             else:
                 _checks.device_mismatch(func)
-        rule = _checks.OP_RULES.get(packet)
         if rule is not None:
             rule(func, new_args, new_kwargs, npu_dtypes)
 
-        if packet in _checks.RANDOM_OPS and new_kwargs.get("generator") is None:
+        if random_op and new_kwargs.get("generator") is None:
             out = _checks.run_random(func, new_args, new_kwargs)
         else:
             out = func(*new_args, **new_kwargs)
         return _wrap(out, originals, to_device)
+
+
+# Per-op facts, computed once per OpOverload: (may mix devices, is an index op, restriction rule, draws random).
+_OP_INFO: dict[Any, tuple[bool, bool, Any, bool]] = {}
+
+
+def _op_info(func: Any) -> tuple[bool, bool, Any, bool]:
+    packet = func.overloadpacket
+    return (
+        packet in _CROSS_DEVICE_OK,
+        packet in _INDEX_OPS,
+        _checks.OP_RULES.get(packet),
+        packet in _checks.RANDOM_OPS,
+    )
+
+
+def _unwrap(value: Any, originals: dict[int, Any], cpu_dense: list[torch.Tensor], npu_dtypes: list[torch.dtype]) -> Any:
+    """The CPU tensor behind an npu tensor (recording what the checks need); other values unchanged."""
+    if isinstance(value, NPUTensor):
+        elem = value.elem
+        originals[id(elem)] = value
+        npu_dtypes.append(elem.dtype)
+        return elem
+    if isinstance(value, torch.Tensor):
+        originals[id(value)] = value
+        if value.dim() != 0 and value.device.type == "cpu":
+            cpu_dense.append(value)
+        return value
+    if isinstance(value, (list, tuple)) and value and not isinstance(value, torch.Size):
+        return type(value)(_unwrap(item, originals, cpu_dense, npu_dtypes) for item in value)
+    return value
 
 
 def _wrap(out: Any, originals: dict[int, Any], to_device: bool) -> Any:

@@ -128,6 +128,18 @@ def test_data_setter_and_data_ptr(npu: torch.device) -> None:
     assert w.data_ptr() == v.data_ptr()
 
 
+def test_repr_storage_and_inference_mode(npu: torch.device) -> None:
+    x = torch.ones(2, device=npu, requires_grad=True)
+    assert repr(x) == "tensor([1., 1.], device='npu:0', requires_grad=True)"
+    assert "grad_fn=<MulBackward0>" in repr(x * 2)
+    view = x.detach()[1:]
+    assert view.untyped_storage().data_ptr() == x.untyped_storage().data_ptr()
+    with torch.inference_mode():
+        y = torch.ones(3, device=npu) * 2
+    assert y.device == npu
+    assert y.tolist() == [2.0, 2.0, 2.0]
+
+
 def test_deepcopy_keeps_parameters_on_the_device(npu: torch.device) -> None:
     model = torch.nn.Linear(3, 2).to(npu)
     clone = copy.deepcopy(model)
