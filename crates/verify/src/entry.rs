@@ -196,11 +196,23 @@ fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
 }
 
 /// Every entry point of the project, the most likely training entry first.
+///
+/// The scanner's entry-point analysis finds them (every form it knows, with whether the program
+/// reaches torch through its imports); the config flag's default and `required=` come from the
+/// file's text. When the scanner cannot run, a text search for `if __name__ == "__main__":` and
+/// `@hydra.main` stands in.
 pub fn entry_points(root: &Path) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = python_files(root)
-        .iter()
-        .filter_map(|rel| inspect(root, rel))
-        .collect();
+    let mut entries: Vec<Entry> = match scan::entry_points(root) {
+        Ok(found) => found
+            .into_iter()
+            .filter(|e| !e.file.starts_with("migrate_to_cloudrobo/"))
+            .map(|e| from_scan(root, &e))
+            .collect(),
+        Err(_) => python_files(root)
+            .iter()
+            .filter_map(|rel| inspect(root, rel))
+            .collect(),
+    };
     entries.sort_by_key(|e| {
         (
             std::cmp::Reverse(rank(e)),
@@ -209,6 +221,31 @@ pub fn entry_points(root: &Path) -> Vec<Entry> {
         )
     });
     entries
+}
+
+fn from_scan(root: &Path, found: &scan::EntryPoint) -> Entry {
+    let hydra = found.kinds.contains(&scan::EntryKind::Hydra);
+    let text = std::fs::read_to_string(root.join(&found.file)).unwrap_or_default();
+    let own = CONFIG_ARG.captures(&text);
+    let config_flag = found
+        .config
+        .flags
+        .first()
+        .cloned()
+        .or_else(|| own.as_ref().map(|c| c[1].to_owned()));
+    let rest = own
+        .as_ref()
+        .filter(|c| Some(&c[1]) == config_flag.as_deref())
+        .and_then(|c| c.get(2))
+        .map_or("", |m| m.as_str());
+    Entry {
+        file: found.file.clone(),
+        hydra,
+        uses_torch: found.uses_torch,
+        config_default: DEFAULT_KW.captures(rest).map(|d| d[1].to_owned()),
+        config_required: REQUIRED_KW.is_match(rest),
+        config_flag,
+    }
 }
 
 /// How much a file looks like the training entry.
@@ -492,4 +529,148 @@ pub fn resolve_file(config: &str, root: &Path) -> Option<PathBuf> {
     .flatten()
     .find(|p| p.is_file())
     .map(|p| std::path::absolute(&p).unwrap_or(p))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (rel, text) in files {
+            let path = dir.path().join(rel);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        dir
+    }
+
+    const ARGPARSE: &str = "import argparse\nimport torch\n\ndef main():\n    p = argparse.ArgumentParser()\n    \
+p.add_argument(\"--config\", required=True, help=\"yaml\")\n    p.parse_args()\n\nif __name__ == \"__main__\":\n    main()\n";
+    const HYDRA: &str = "import hydra\nimport torch\n\n@hydra.main(config_path=\"configs\", config_name=\"train\", version_base=None)\n\
+def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
+
+    #[test]
+    fn the_training_entry_ranks_first() {
+        let dir = project(&[
+            ("eval.py", ARGPARSE),
+            ("train_hydra.py", HYDRA),
+            ("train.py", ARGPARSE),
+            ("tools/visualize.py", ARGPARSE),
+            (
+                "migrate_to_cloudrobo/runtime_patches.py",
+                "if __name__ == \"__main__\":\n    pass\n",
+            ),
+        ]);
+        let entries = entry_points(dir.path());
+        let files: Vec<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+        assert_eq!(
+            files,
+            [
+                "train.py",
+                "train_hydra.py",
+                "eval.py",
+                "tools/visualize.py"
+            ]
+        );
+        assert_eq!(entries[0].config_flag.as_deref(), Some("--config"));
+        assert!(entries[0].config_required);
+        assert!(entries[1].hydra);
+        assert!(entries[0].uses_torch);
+    }
+
+    #[test]
+    fn config_comes_from_the_default_then_scripts_then_folders() {
+        let with_default = ARGPARSE.replace("required=True", "default=\"conf/base.yaml\"");
+        let dir = project(&[
+            ("train.py", &with_default),
+            ("configs/train.yaml", "a: 1\n"),
+        ]);
+        let entry = &entry_points(dir.path())[0];
+        let found = detect_config(dir.path(), entry).unwrap();
+        assert_eq!(found.value, "conf/base.yaml");
+
+        let dir = project(&[
+            ("train.py", ARGPARSE),
+            (
+                "scripts/finetune.sh",
+                "#!/bin/bash\n# python train.py --config old.yaml\npython train.py --config configs/ft.yaml \"$@\"\n",
+            ),
+            ("configs/train.yaml", "a: 1\n"),
+        ]);
+        let entry = &entry_points(dir.path())[0];
+        let found = detect_config(dir.path(), entry).unwrap();
+        assert_eq!(found.value, "configs/ft.yaml");
+        assert!(
+            found.source.contains("scripts/finetune.sh:3"),
+            "{}",
+            found.source
+        );
+
+        let dir = project(&[
+            ("train.py", ARGPARSE),
+            ("configs/debug.yaml", ""),
+            ("configs/train.yaml", ""),
+        ]);
+        let entry = &entry_points(dir.path())[0];
+        assert_eq!(
+            detect_config(dir.path(), entry).unwrap().value,
+            "configs/train.yaml"
+        );
+    }
+
+    #[test]
+    fn hydra_entries_get_path_and_name() {
+        let dir = project(&[("train_hydra.py", HYDRA), ("configs/debug.yaml", "")]);
+        let entry = &entry_points(dir.path())[0];
+        let args = config_args(entry, "configs/debug.yaml", dir.path());
+        assert_eq!(args[1], "--config-name=debug");
+        assert!(
+            args[0].starts_with("--config-path=") && args[0].ends_with("configs"),
+            "{args:?}"
+        );
+        assert_eq!(
+            config_args(entry, "debug", dir.path()),
+            ["--config-name=debug"]
+        );
+    }
+
+    #[test]
+    fn launch_commands_are_parsed() {
+        let dir = project(&[("train.py", ARGPARSE)]);
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        let launch =
+            parse_launch(&words("python -u train.py --config c.yaml"), dir.path()).unwrap();
+        assert_eq!(launch.argv(), ["--config", "c.yaml"]);
+        let launch = parse_launch(
+            &words("torchrun --nproc_per_node 8 --standalone train.py --x"),
+            dir.path(),
+        )
+        .unwrap();
+        assert_eq!(
+            launch,
+            Launch::Script {
+                path: "train.py".into(),
+                argv: vec!["--x".into()]
+            }
+        );
+        let launch = parse_launch(&words("python3 -m pkg.train a"), dir.path()).unwrap();
+        assert_eq!(
+            launch,
+            Launch::Module {
+                module: "pkg.train".into(),
+                argv: vec!["a".into()]
+            }
+        );
+        assert!(
+            parse_launch(&words("bash run.sh"), dir.path())
+                .unwrap_err()
+                .contains("Python command")
+        );
+        assert!(
+            parse_launch(&words("python missing.py"), dir.path())
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
 }
