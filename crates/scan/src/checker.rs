@@ -605,3 +605,247 @@ impl<'a> ProjectChecker<'a> {
         self.report(file, &site, message)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rules::Rule;
+    use issue_model::{Category, Severity};
+
+    /// Reports what the semantic model knows at every call and import.
+    struct Probe;
+
+    impl Rule for Probe {
+        fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+            if matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_)) {
+                let guard = cx.semantic().import_guard().map(|g| g.reraises);
+                cx.report(stmt.range(), format!("import guard={guard:?}"));
+            }
+        }
+        fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+            let Expr::Call(call) = expr else { return };
+            let s = cx.semantic();
+            let message = format!(
+                "{} fwd={} dev={} loss_or_step={} main={}",
+                s.resolve(&call.func).unwrap_or_else(|| "?".to_owned()),
+                s.in_forward(),
+                s.in_device_code(),
+                s.in_training_or_loss(),
+                s.in_main_guard(),
+            );
+            cx.report(expr.range(), message);
+        }
+    }
+
+    static PROBE: RuleInfo = RuleInfo {
+        id: "P_TEST",
+        name: "probe",
+        category: Category::Structure,
+        severity: Severity::Info,
+        performance: false,
+        fix_template: "references/fix-templates/P_TEST.md",
+        summary: "",
+        doc: "",
+        check: &Probe,
+    };
+
+    const SOURCE: &str = r#"import torch as th
+from torch import randn as rn
+from flash_attn import flash_attn_func
+from .heads import ActionHead
+from ..utils import helpers
+import torch.nn.functional as F
+from torch import nn
+
+try:
+    from flash_attn import flash_attn_varlen_func
+except ImportError:
+    flash_attn_varlen_func = None
+
+try:
+    import xformers.ops
+except ImportError as e:
+    raise RuntimeError("need xformers") from e
+
+
+class Policy(nn.Module):
+    def forward(self, x):
+        noise = rn(3)
+        idx = th.arange(4)
+        idx = idx.to(x.device)
+        z = th.zeros(2, device=x.device)
+        return flash_attn_func(x)
+
+
+class Helper:
+    def run(self):
+        return th.ones(1)
+
+
+def compute_loss(pred):
+    return F.mse_loss(pred, pred)
+
+
+def training_step(batch):
+    return helpers.go(batch)
+
+
+if __name__ == "__main__":
+    ActionHead()
+"#;
+
+    fn probe(path: &str, text: &str) -> (Vec<Finding>, FileFacts) {
+        let parsed = crate::source::parse(text, path).unwrap();
+        let index = LineIndex::new(text);
+        let rules: &[&'static RuleInfo] = &[&PROBE];
+        let file = SourceFile {
+            path,
+            text,
+            index: &index,
+        };
+        Checker::new(file, rules).run(&parsed.body)
+    }
+
+    fn at(findings: &[Finding], line: u32) -> Vec<(&str, Option<&str>)> {
+        findings
+            .iter()
+            .filter(|f| f.line == line)
+            .map(|f| (f.message.as_str(), f.symbol.as_deref()))
+            .collect()
+    }
+
+    #[test]
+    fn semantic_model_at_each_call() {
+        let (findings, facts) = probe("pkg/models/policy.py", SOURCE);
+        assert_eq!(at(&findings, 2), [("import guard=None", None)]);
+        assert_eq!(at(&findings, 10), [("import guard=Some(false)", None)]);
+        assert_eq!(at(&findings, 15), [("import guard=Some(true)", None)]);
+        assert_eq!(
+            at(&findings, 22),
+            [(
+                "torch.randn fwd=true dev=true loss_or_step=false main=false",
+                Some("Policy.forward")
+            )]
+        );
+        assert_eq!(
+            at(&findings, 26),
+            [(
+                "flash_attn.flash_attn_func fwd=true dev=true loss_or_step=false main=false",
+                Some("Policy.forward")
+            )]
+        );
+        assert_eq!(
+            at(&findings, 31),
+            [(
+                "torch.ones fwd=false dev=false loss_or_step=false main=false",
+                Some("Helper.run")
+            )]
+        );
+        assert_eq!(
+            at(&findings, 35),
+            [(
+                "torch.nn.functional.mse_loss fwd=false dev=true loss_or_step=true main=false",
+                Some("compute_loss")
+            )]
+        );
+        assert_eq!(
+            at(&findings, 39),
+            [(
+                "pkg.utils.helpers.go fwd=false dev=true loss_or_step=true main=false",
+                Some("training_step")
+            )]
+        );
+        assert_eq!(
+            at(&findings, 43),
+            [(
+                "pkg.models.heads.ActionHead fwd=false dev=false loss_or_step=false main=true",
+                None
+            )]
+        );
+        assert!(facts.uses_torch);
+        assert!(!facts.sets_up_npu);
+        assert_eq!(facts.entry_markers.len(), 1);
+        assert_eq!(facts.entry_markers[0].site.line, 42);
+        assert_eq!(
+            facts.entry_markers[0].function.as_deref(),
+            Some("ActionHead")
+        );
+        assert!(
+            facts
+                .imports
+                .iter()
+                .any(|i| i.candidates == ["pkg.models.heads.ActionHead", "pkg.models.heads"])
+        );
+    }
+
+    /// Reports the local facts of every name loaded in a `return`.
+    struct Locals;
+
+    impl Rule for Locals {
+        fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+            let Stmt::Return(r) = stmt else { return };
+            let Some(Expr::Tuple(t)) = r.value.as_deref() else {
+                return;
+            };
+            for elt in &t.elts {
+                let Expr::Name(n) = elt else { continue };
+                let locals = cx.semantic().locals();
+                let name = n.id.as_str();
+                let first = locals.assignments(name).first().map(|a| a.range.start());
+                let message = format!(
+                    "{name} on_device={} moved_after_first={} call={:?}",
+                    locals.assigned_on_device(name),
+                    first.is_some_and(|o| locals.moved_after(name, o)),
+                    locals
+                        .assignments(name)
+                        .first()
+                        .and_then(|a| a.call.clone()),
+                );
+                cx.report(elt.range(), message);
+            }
+        }
+    }
+
+    static LOCALS: RuleInfo = RuleInfo {
+        id: "P_TEST",
+        name: "locals",
+        category: Category::Structure,
+        severity: Severity::Info,
+        performance: false,
+        fix_template: "references/fix-templates/P_TEST.md",
+        summary: "",
+        doc: "",
+        check: &Locals,
+    };
+
+    #[test]
+    fn local_facts() {
+        let text = "import torch\n\
+            def f(x):\n    \
+                a = torch.arange(4)\n    \
+                a = a.to(x.device)\n    \
+                b = torch.zeros(2, device=x.device)\n    \
+                c = torch.randn(3)\n    \
+                d = torch.full((2,), 1.0).to(x.device)\n    \
+                return (a, b, c, d)\n";
+        let parsed = crate::source::parse(text, "m.py").unwrap();
+        let index = LineIndex::new(text);
+        let rules: &[&'static RuleInfo] = &[&LOCALS];
+        let file = SourceFile {
+            path: "m.py",
+            text,
+            index: &index,
+        };
+        let (findings, _) = Checker::new(file, rules).run(&parsed.body);
+        let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            [
+                "a on_device=true moved_after_first=true call=Some(\"torch.arange\")",
+                "b on_device=true moved_after_first=false call=Some(\"torch.zeros\")",
+                "c on_device=false moved_after_first=false call=Some(\"torch.randn\")",
+                "d on_device=true moved_after_first=false call=Some(\"torch.full\")",
+            ]
+        );
+    }
+}

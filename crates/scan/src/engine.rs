@@ -144,6 +144,12 @@ pub(crate) fn run(
                 entry.rel
             ));
         }
+        for (line, column) in &outcome.suppressions.malformed {
+            warnings.push(format!(
+                "{}:{line}:{column}: suppression comment without a closing `]`; it suppresses nothing",
+                entry.rel
+            ));
+        }
         suppressions.insert(entry.rel.clone(), outcome.suppressions);
     }
     stats.cuda_sources = cuda_sources.len();

@@ -79,7 +79,8 @@ pub struct Scope {
 pub struct Assignment {
     /// Where the assignment statement is.
     pub range: TextRange,
-    /// The call's qualified name when the value is a call that resolves (`torch.arange`).
+    /// The qualified name of the call that creates the value (`torch.arange`), looking
+    /// through method chains on its result (`torch.full(...).to(d)` is `torch.full`).
     pub call: Option<String>,
     /// The value is a call given a `device=` keyword.
     pub has_device_kw: bool,
@@ -692,6 +693,20 @@ fn collect_assignments(semantic: &Semantic<'_>, body: &[Stmt], out: &mut LocalFa
     }
 }
 
+/// The qualified name of the call that creates a value, through method calls on its result.
+fn creating_call(semantic: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
+    if let Some(q) = semantic.resolve(&call.func) {
+        return Some(q);
+    }
+    match call.func.as_ref() {
+        Expr::Attribute(attr) => match attr.value.as_ref() {
+            Expr::Call(inner) => creating_call(semantic, inner),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 fn record_target(
     semantic: &Semantic<'_>,
     target: &Expr,
@@ -720,7 +735,7 @@ fn record_target(
                 }
                 _ => (false, false),
             };
-            (semantic.resolve(&call.func), has_device_kw, moves, itself)
+            (creating_call(semantic, call), has_device_kw, moves, itself)
         }
         _ => (None, false, false, false),
     };

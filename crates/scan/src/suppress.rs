@@ -24,6 +24,8 @@ pub struct Suppressions {
     file: Vec<Option<Vec<String>>>,
     /// Unknown ids: (line, column, id).
     pub unknown: Vec<(u32, u32, String)>,
+    /// Directives with an unclosed `[`: (line, column). They suppress nothing.
+    pub malformed: Vec<(u32, u32)>,
 }
 
 impl Suppressions {
@@ -37,6 +39,11 @@ impl Suppressions {
             let Some(caps) = DIRECTIVE.captures(text) else {
                 continue;
             };
+            let end = caps.get(0).map_or(0, |m| m.end());
+            if caps.get(2).is_none() && text[end..].starts_with('[') {
+                out.malformed.push((line, column));
+                continue;
+            }
             let ids: Option<Vec<String>> = caps.get(2).map(|m| {
                 m.as_str()
                     .split(',')
@@ -114,6 +121,7 @@ mod tests {
                 (5, 20, "# npu: ignore[P_RND, P_DEV] seeded on cpu"),
                 (7, 9, "#npu:ignore"),
                 (9, 3, "# npu: ignore[P_RDN]"),
+                (10, 3, "# npu: ignore[P_RND"),
                 (11, 1, "# not a directive: npu ignore"),
             ],
             known,
@@ -125,6 +133,8 @@ mod tests {
         assert!(s.is_suppressed("P_FLA", 7, 7));
         assert!(!s.is_suppressed("P_RND", 11, 11));
         assert_eq!(s.unknown, vec![(9, 3, "P_RDN".to_owned())]);
+        assert!(!s.is_suppressed("P_FLA", 10, 10));
+        assert_eq!(s.malformed, vec![(10, 3)]);
     }
 
     #[test]
