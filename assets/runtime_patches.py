@@ -116,6 +116,7 @@ class PatchStatus:
 
 
 _MISSING = object()
+_WRAPPER_ASSIGNED = ("__name__", "__qualname__", "__doc__")
 
 
 class _Patch:
@@ -164,6 +165,11 @@ class _Patch:
         self._swaps.append((owner, attr, own.get(attr, _MISSING)))
         setattr(owner, attr, new)
         return current
+
+    def replace(self, owner: Any, attr: str, new: Any) -> None:
+        """``swap`` that gives ``new`` the replaced function's name and doc (for help() and tracebacks)."""
+        functools.update_wrapper(new, getattr(owner, attr), assigned=_WRAPPER_ASSIGNED, updated=())
+        self.swap(owner, attr, new)
 
     def swap_item(self, mapping: dict[Any, Any], key: Any, new: Any) -> None:
         self._swaps.append((mapping, key, mapping.get(key, _MISSING)))
@@ -250,7 +256,7 @@ class Float64To32(_Patch):
         self.swap(torch, "double", _FLOAT32)
         self.swap_item(copyreg.dispatch_table, torch.dtype, _reduce_dtype)
 
-        orig_to = self.swap_placeholder(_Tensor, "to")
+        orig_to = _Tensor.to
 
         def to(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             if self.dtype is not _FLOAT64 and kwargs.get("dtype") is not _FLOAT64:
@@ -271,9 +277,9 @@ class Float64To32(_Patch):
                 extra["memory_format"] = memory_format
             return orig_to(self, target, _FLOAT32, **extra)
 
-        self.finish_placeholder(_Tensor, "to", to)
+        self.replace(_Tensor, "to", to)
 
-        orig_double = self.swap_placeholder(_Tensor, "double")
+        orig_double = _Tensor.double
 
         def double(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             if _on_accelerator(self):
@@ -281,14 +287,14 @@ class Float64To32(_Patch):
                 return self.to(_FLOAT32, *args, **kwargs)
             return orig_double(self, *args, **kwargs)
 
-        self.finish_placeholder(_Tensor, "double", double)
+        self.replace(_Tensor, "double", double)
 
         for method in ("cuda", "npu"):
             if not hasattr(_Tensor, method):
                 continue
             self._hook_device_method(method)
 
-        orig_as_tensor = self.swap_placeholder(torch, "as_tensor")
+        orig_as_tensor = torch.as_tensor
 
         def as_tensor(data: Any, dtype: torch.dtype | None = None, device: Any = None) -> torch.Tensor:
             if dtype is None and device is not None and _is_float64_data(data) and _is_accelerator_device(device):
@@ -296,9 +302,9 @@ class Float64To32(_Patch):
                 dtype = _FLOAT32
             return orig_as_tensor(data, dtype=dtype, device=device)
 
-        self.finish_placeholder(torch, "as_tensor", as_tensor)
+        self.replace(torch, "as_tensor", as_tensor)
 
-        orig_tensor = self.swap_placeholder(torch, "tensor")
+        orig_tensor = torch.tensor
 
         def tensor(data: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
             device = kwargs.get("device")
@@ -312,7 +318,7 @@ class Float64To32(_Patch):
                 kwargs["dtype"] = _FLOAT32
             return orig_tensor(data, *args, **kwargs)
 
-        self.finish_placeholder(torch, "tensor", tensor)
+        self.replace(torch, "tensor", tensor)
 
     def _keep_storage_maps(self) -> None:
         # torch.storage rebuilds its dtype -> "DoubleStorage" map from torch.double on every call (pickling and
@@ -334,7 +340,7 @@ class Float64To32(_Patch):
 
     def _hook_device_method(self, method: str) -> None:
         fire = self.fired
-        original = self.swap_placeholder(_Tensor, method)
+        original = getattr(_Tensor, method)
 
         def to_device(self: torch.Tensor, *args: Any, **kwargs: Any) -> torch.Tensor:
             if self.dtype is _FLOAT64:
@@ -342,16 +348,7 @@ class Float64To32(_Patch):
                 return original(self.float(), *args, **kwargs)
             return original(self, *args, **kwargs)
 
-        to_device.__name__ = method
-        self.finish_placeholder(_Tensor, method, to_device)
-
-    # swap() in two steps so the wrapper can close over the value it replaces.
-    def swap_placeholder(self, owner: Any, attr: str) -> Any:
-        return getattr(owner, attr)
-
-    def finish_placeholder(self, owner: Any, attr: str, new: Any) -> None:
-        functools.update_wrapper(new, getattr(owner, attr), assigned=("__name__", "__qualname__", "__doc__"))
-        self.swap(owner, attr, new)
+        self.replace(_Tensor, method, to_device)
 
     def check(self, device: torch.device) -> str:
         _expect(torch.float64 is _FLOAT32 and torch.double is _FLOAT32, "torch.float64 is not remapped")
@@ -410,8 +407,7 @@ class TensorNumpySafe(_Patch):
             fire()
             return original(self.cpu(), force=force)
 
-        functools.update_wrapper(numpy, original, assigned=("__name__", "__qualname__", "__doc__"))
-        self.swap(_Tensor, "numpy", numpy)
+        self.replace(_Tensor, "numpy", numpy)
 
     def check(self, device: torch.device) -> str:
         array = torch.arange(3.0, device=device).numpy()
@@ -483,13 +479,9 @@ class NanToNumSafe(_Patch):
             fire()
             return self.copy_(compute(self, nan, posinf, neginf))
 
-        for owner, attr, new, old in (
-            (torch, "nan_to_num", nan_to_num, orig_fn),
-            (_Tensor, "nan_to_num", method, orig_method),
-            (_Tensor, "nan_to_num_", inplace, orig_inplace),
-        ):
-            functools.update_wrapper(new, old, assigned=("__name__", "__qualname__", "__doc__"))
-            self.swap(owner, attr, new)
+        self.replace(torch, "nan_to_num", nan_to_num)
+        self.replace(_Tensor, "nan_to_num", method)
+        self.replace(_Tensor, "nan_to_num_", inplace)
 
     def check(self, device: torch.device) -> str:
         x = torch.tensor([math.nan, math.inf, -math.inf, 1.5], dtype=torch.float16, device=device)
@@ -793,9 +785,8 @@ class TorchTensorSafe(_Patch):
                     return built
             return orig_as_tensor(data, dtype=dtype, device=device)
 
-        for attr, new, old in (("tensor", tensor, orig_tensor), ("as_tensor", as_tensor, orig_as_tensor)):
-            functools.update_wrapper(new, old, assigned=("__name__", "__qualname__", "__doc__"))
-            self.swap(torch, attr, new)
+        self.replace(torch, "tensor", tensor)
+        self.replace(torch, "as_tensor", as_tensor)
 
     def check(self, device: torch.device) -> str:
         a = torch.tensor(1.5, device=device)
@@ -920,7 +911,7 @@ class BuiltinMinMaxNPU(_Patch):
             _learn(type(_npu_second))
             return original(_npu_first, _npu_second)
 
-        functools.update_wrapper(minmax, original, assigned=("__name__", "__qualname__", "__doc__"))
+        functools.update_wrapper(minmax, original, assigned=_WRAPPER_ASSIGNED, updated=())
         return minmax
 
     def check(self, device: torch.device) -> str:
@@ -1017,15 +1008,11 @@ class PowFloatSafe(_Patch):
 
         orig_inplace = _Tensor.pow_
         orig_idunder = _Tensor.__dict__["__ipow__"]
-        for owner, attr, new, old in (
-            (torch, "pow", pow, orig_pow),
-            (_Tensor, "pow", method, orig_method),
-            (_Tensor, "__pow__", dunder, orig_dunder),
-            (_Tensor, "pow_", make_inplace(orig_inplace), orig_inplace),
-            (_Tensor, "__ipow__", make_inplace(orig_idunder), orig_idunder),
-        ):
-            functools.update_wrapper(new, old, assigned=("__name__", "__qualname__", "__doc__"))
-            self.swap(owner, attr, new)
+        self.replace(torch, "pow", pow)
+        self.replace(_Tensor, "pow", method)
+        self.replace(_Tensor, "__pow__", dunder)
+        self.replace(_Tensor, "pow_", make_inplace(orig_inplace))
+        self.replace(_Tensor, "__ipow__", make_inplace(orig_idunder))
 
     def check(self, device: torch.device) -> str:
         ints = torch.tensor([4, 9], device=device) ** 0.5
@@ -1110,10 +1097,7 @@ class SdpaMaskBroadcast(_Patch):
                     attn_mask = fitted
             return original(query, key, value, attn_mask, *args, **kwargs)
 
-        functools.update_wrapper(
-            scaled_dot_product_attention, original, assigned=("__name__", "__qualname__", "__doc__")
-        )
-        self.swap(functional, "scaled_dot_product_attention", scaled_dot_product_attention)
+        self.replace(functional, "scaled_dot_product_attention", scaled_dot_product_attention)
         c_nn = torch._C._nn
         if getattr(c_nn, "scaled_dot_product_attention", None) is original:
             self.swap(c_nn, "scaled_dot_product_attention", scaled_dot_product_attention)
