@@ -37,11 +37,30 @@ use issue_model::{Category, Severity};
 
 pub use crate::checker::{Checker, ConfigChecker, ProjectChecker};
 
+mod cfg;
+mod dev;
+mod ent;
+mod f64;
+mod fla;
 mod ltm;
+mod rnd;
 mod syn;
+mod tgt;
+mod vec;
 
 /// Every rule, sorted by id. One line per rule.
-pub static REGISTRY: &[&RuleInfo] = &[&ltm::RULE, &syn::RULE];
+pub static REGISTRY: &[&RuleInfo] = &[
+    &cfg::RULE,
+    &dev::RULE,
+    &ent::RULE,
+    &f64::RULE,
+    &fla::RULE,
+    &ltm::RULE,
+    &rnd::RULE,
+    &syn::RULE,
+    &tgt::RULE,
+    &vec::RULE,
+];
 
 /// A rule's registry row: everything the engine, `--explain`, SARIF and the docs need.
 pub struct RuleInfo {

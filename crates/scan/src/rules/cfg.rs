@@ -1,0 +1,199 @@
+//! `P_CFG`: config files (YAML, JSON, TOML) whose values select CUDA.
+//!
+//! Files are read line by line: a `key: value` (YAML), `"key": value` (JSON) or `key = value`
+//! (TOML) pair is judged by the key's own name and the value, which keeps exact positions
+//! without a format-specific parser.
+
+use super::{ConfigChecker, Rule, RuleInfo};
+use issue_model::{Category, Severity};
+use regex::Regex;
+use std::sync::LazyLock;
+
+pub struct ConfigPinsCuda;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_CFG",
+    name: "config-pins-cuda",
+    category: Category::Structure,
+    severity: Severity::Warning,
+    performance: false,
+    fix_template: "references/fix-templates/P_CFG.md",
+    summary: "Config values that select CUDA: `device: cuda`, `accelerator: gpu`, `gpus: N`, `backend: nccl`, `flash_attention_2`.",
+    doc: include_str!("cfg.md"),
+    check: &ConfigPinsCuda,
+};
+
+fn regex(pattern: &str) -> Regex {
+    Regex::new(pattern).unwrap_or_else(|e| unreachable!("a valid built-in pattern: {e}"))
+}
+
+/// `key: value` on a YAML line (also as a list item).
+static YAML: LazyLock<Regex> =
+    LazyLock::new(|| regex(r#"^\s*(?:-\s+)?["']?([A-Za-z_][\w.-]*)["']?\s*:\s+(\S.*?)\s*$"#));
+/// `"key": value` anywhere in a JSON line.
+static JSON: LazyLock<Regex> = LazyLock::new(|| {
+    regex(
+        r#""([A-Za-z_][\w.-]*)"\s*:\s*("(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|true|false|null|\[[^\]]*\])"#,
+    )
+});
+/// `key = value` on a TOML line.
+static TOML: LazyLock<Regex> =
+    LazyLock::new(|| regex(r#"^\s*["']?([A-Za-z_][\w.-]*)["']?\s*=\s*(\S.*?)\s*$"#));
+
+impl Rule for ConfigPinsCuda {
+    fn config(&self, cx: &mut ConfigChecker<'_>) {
+        let ext = cx.extension();
+        let mut hits = Vec::new();
+        for (line, text) in cx.lines() {
+            match ext.as_str() {
+                "json" => {
+                    for caps in JSON.captures_iter(text) {
+                        if let (Some(k), Some(v)) = (caps.get(1), caps.get(2)) {
+                            hits.extend(
+                                judge(k.as_str(), v.as_str())
+                                    .map(|m| (line, v.start(), v.end(), m)),
+                            );
+                        }
+                    }
+                }
+                "yaml" | "yml" | "toml" => {
+                    let code = strip_comment(text);
+                    let re = if ext == "toml" { &*TOML } else { &*YAML };
+                    if let Some(caps) = re.captures(code)
+                        && let (Some(k), Some(v)) = (caps.get(1), caps.get(2))
+                    {
+                        hits.extend(
+                            judge(k.as_str(), v.as_str()).map(|m| (line, v.start(), v.end(), m)),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (line, start, end, message) in hits {
+            cx.report_in_line(line, start, end, message);
+        }
+    }
+}
+
+/// The line without a trailing `# comment` (a `#` outside quotes, at the start or after
+/// whitespace).
+fn strip_comment(line: &str) -> &str {
+    let mut quote: Option<char> = None;
+    let mut prev_space = true;
+    for (i, ch) in line.char_indices() {
+        match quote {
+            Some(q) if ch == q => quote = None,
+            None if ch == '"' || ch == '\'' => quote = Some(ch),
+            None if ch == '#' && prev_space => return &line[..i],
+            Some(_) | None => {}
+        }
+        prev_space = ch.is_whitespace();
+    }
+    line
+}
+
+fn unquote(value: &str) -> &str {
+    let v = value.trim();
+    v.strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .or_else(|| v.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')))
+        .unwrap_or(v)
+}
+
+fn is_cuda_device(value: &str) -> bool {
+    value == "cuda"
+        || value
+            .strip_prefix("cuda:")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The message for a CUDA-pinning pair, if it is one.
+fn judge(key: &str, raw_value: &str) -> Option<String> {
+    if raw_value.contains("${") {
+        return None;
+    }
+    let key = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let value = unquote(raw_value).to_ascii_lowercase();
+    if (key == "device" || key.ends_with("_device")) && is_cuda_device(&value) {
+        return Some(format!(
+            "`{key}: {value}` pins CUDA; it works on the NPU only when transfer_to_npu remaps it at the \
+             entry point, so set it to `npu` (see P_CFG.md)"
+        ));
+    }
+    if key == "accelerator" && matches!(value.as_str(), "gpu" | "cuda") {
+        return Some(format!(
+            "`accelerator: {value}` makes Lightning look for CUDA, so training does not start on the NPU; \
+             use `auto` (see P_CFG.md)"
+        ));
+    }
+    if key == "gpus" && pins_gpus(&value) {
+        return Some(
+            "`gpus:` was removed from Lightning 2 and asks for CUDA devices, which the NPU is not; \
+             use `devices:` with `accelerator: auto` (see P_CFG.md)"
+                .to_owned(),
+        );
+    }
+    if (key == "backend" || key.ends_with("_backend")) && value == "nccl" {
+        return Some(format!(
+            "`{key}: nccl` selects a backend the NPU does not have (it uses hccl); set `hccl` \
+             (see P_CFG.md)"
+        ));
+    }
+    if matches!(key.as_str(), "attn_implementation" | "_attn_implementation")
+        && value == "flash_attention_2"
+    {
+        return Some(
+            "`attn_implementation: flash_attention_2` needs the CUDA-only flash_attn package, so the model \
+             fails to load on the NPU; use `sdpa` (see P_CFG.md)"
+                .to_owned(),
+        );
+    }
+    if key == "use_flash_attention_2" && value == "true" {
+        return Some(
+            "`use_flash_attention_2: true` needs the CUDA-only flash_attn package, so the model fails to \
+             load on the NPU; set it to false and use sdpa (see P_CFG.md)"
+                .to_owned(),
+        );
+    }
+    None
+}
+
+/// A `gpus` value that asks for at least one GPU.
+fn pins_gpus(value: &str) -> bool {
+    match value {
+        "" | "0" | "null" | "~" | "none" | "[]" | "false" => false,
+        v if v.starts_with('[') => v.trim_matches(|c| c == '[' || c == ']').trim() != "",
+        v => !matches!(v.parse::<i64>(), Ok(0)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn judges_pairs() {
+        assert!(judge("device", "cuda").is_some());
+        assert!(judge("policy_device", "\"cuda:1\"").is_some());
+        assert!(judge("device", "npu:0").is_none());
+        assert!(judge("device", "${oc.env:DEVICE,cuda}").is_none());
+        assert!(judge("gpus", "0").is_none());
+        assert!(judge("gpus", "8").is_some());
+        assert!(judge("gpus", "[0, 1]").is_some());
+        assert!(judge("gpus", "-1").is_some());
+        assert!(judge("dist_backend", "nccl").is_some());
+        assert!(judge("amp_backend", "apex").is_none());
+        assert!(judge("accelerator", "auto").is_none());
+        assert!(judge("attn_implementation", "'flash_attention_2'").is_some());
+        assert!(judge("description", "cuda").is_none());
+    }
+
+    #[test]
+    fn strips_comments_outside_quotes() {
+        assert_eq!(strip_comment("device: cuda  # note"), "device: cuda  ");
+        assert_eq!(strip_comment("tag: \"a # b\""), "tag: \"a # b\"");
+        assert_eq!(strip_comment("# device: cuda"), "");
+        assert_eq!(strip_comment("url: http://x#frag"), "url: http://x#frag");
+    }
+}

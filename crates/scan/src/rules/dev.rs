@@ -1,0 +1,235 @@
+//! `P_DEV`: device assumptions that run-time `cuda` → `npu` remapping cannot fix: string
+//! comparisons with `"cuda"`/`"nccl"`, integer device ordinals outside `.to()`, and code gated
+//! on CUDA compute capability.
+
+use super::{Checker, Rule, RuleInfo};
+use crate::semantic::Semantic;
+use crate::source::ast::{self, CmpOp, Expr, Ranged};
+use issue_model::{Category, Severity};
+
+pub struct DeviceAssumption;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_DEV",
+    name: "device-assumption",
+    category: Category::Device,
+    severity: Severity::Error,
+    performance: false,
+    fix_template: "references/fix-templates/P_DEV.md",
+    summary: "Device comparisons, integer ordinals and capability checks that `transfer_to_npu` cannot remap.",
+    doc: include_str!("dev.md"),
+    check: &DeviceAssumption,
+};
+
+/// Parameter-like names that hold an integer device ordinal.
+const ORDINAL_NAMES: &[&str] = &[
+    "rank",
+    "local_rank",
+    "gpu",
+    "gpu_id",
+    "gpu_idx",
+    "gpu_index",
+    "device_id",
+    "device_idx",
+    "device_index",
+    "local_gpu",
+    "devid",
+    "gpu_rank",
+];
+
+impl Rule for DeviceAssumption {
+    fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        let message = match expr {
+            Expr::Compare(cmp) => compare(cmp),
+            Expr::Call(call) => {
+                if let Some(value) = integer_device_map(call) {
+                    cx.report(value.range(), DEVICE_MAP);
+                    return;
+                }
+                call_message(cx.semantic(), call)
+            }
+            Expr::Attribute(attr) => capability_attr(cx.semantic(), attr),
+            _ => None,
+        };
+        if let Some(message) = message {
+            cx.report(expr.range(), message);
+        }
+    }
+}
+
+fn cuda_literal(expr: &Expr) -> Option<&str> {
+    let Expr::Constant(c) = expr else { return None };
+    let ast::Constant::Str(s) = &c.value else {
+        return None;
+    };
+    let is_cuda = s == "cuda"
+        || s.strip_prefix("cuda:")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
+    (is_cuda || s == "nccl").then_some(s.as_str())
+}
+
+fn is_npu_literal(expr: &Expr) -> bool {
+    matches!(expr, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu") || s == "hccl"))
+}
+
+/// An expression about a device or backend: it mentions a name or attribute containing
+/// `device` or `backend`, `.type`, or `dev`.
+fn is_device_like(expr: &Expr) -> bool {
+    super::rnd::flow::find_in_expr(expr).iter().any(|e| {
+        let ident = match e {
+            Expr::Name(n) => n.id.as_str(),
+            Expr::Attribute(a) => a.attr.as_str(),
+            _ => return false,
+        };
+        let lower = ident.to_ascii_lowercase();
+        lower.contains("device") || lower.contains("backend") || lower == "type" || lower == "dev"
+    })
+}
+
+fn compare(cmp: &ast::ExprCompare) -> Option<String> {
+    let mut left = cmp.left.as_ref();
+    for (op, right) in cmp.ops.iter().zip(&cmp.comparators) {
+        let hit = match op {
+            CmpOp::Eq | CmpOp::NotEq | CmpOp::Is | CmpOp::IsNot => {
+                match (cuda_literal(left), cuda_literal(right)) {
+                    (Some(lit), None) if is_device_like(right) => Some(lit),
+                    (None, Some(lit)) if is_device_like(left) => Some(lit),
+                    _ => None,
+                }
+            }
+            CmpOp::In | CmpOp::NotIn => {
+                if let Some(lit) = cuda_literal(left) {
+                    is_device_like(right).then_some(lit)
+                } else if is_device_like(left) {
+                    literal_list_without_npu(right)
+                } else {
+                    None
+                }
+            }
+            _ => None,
+        };
+        if let Some(lit) = hit {
+            return Some(comparison_message(lit));
+        }
+        left = right;
+    }
+    None
+}
+
+/// A list/tuple/set literal naming `"cuda"` (or `"nccl"`) but not the NPU.
+fn literal_list_without_npu(expr: &Expr) -> Option<&str> {
+    let elts = match expr {
+        Expr::List(l) => &l.elts,
+        Expr::Tuple(t) => &t.elts,
+        Expr::Set(s) => &s.elts,
+        _ => return None,
+    };
+    if elts.iter().any(is_npu_literal) {
+        return None;
+    }
+    elts.iter().find_map(cuda_literal)
+}
+
+fn comparison_message(lit: &str) -> String {
+    if lit == "nccl" {
+        "comparing the backend with \"nccl\" is false on the NPU, whose backend is \"hccl\", and \
+         transfer_to_npu cannot change the comparison; accept \"hccl\" too (see P_DEV.md)"
+            .to_owned()
+    } else {
+        format!(
+            "comparing a device with \"{lit}\" is false on the NPU (device type \"npu\"), and \
+             transfer_to_npu cannot change the comparison; accept \"npu\" too (see P_DEV.md)"
+        )
+    }
+}
+
+fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
+    let qualified = sem.resolve(&call.func);
+    match qualified.as_deref() {
+        Some("torch.cuda.get_device_capability") => {
+            return Some(
+                "torch.cuda.get_device_capability() returns None on the NPU, so the code it gates \
+                 breaks or takes the wrong branch; use torch.npu.is_bf16_supported() (see P_DEV.md)"
+                    .to_owned(),
+            );
+        }
+        Some("torch.device") => {
+            if let [arg] = call.args.as_slice()
+                && call.keywords.is_empty()
+                && is_ordinal(arg)
+            {
+                return Some(
+                    "torch.device(<int>) means a CUDA ordinal, which transfer_to_npu does not remap; \
+                     use torch.device(f\"npu:{index}\") (see P_DEV.md)"
+                        .to_owned(),
+                );
+            }
+            return None;
+        }
+        _ => {}
+    }
+    if let Expr::Attribute(a) = call.func.as_ref()
+        && a.attr.as_str() == "startswith"
+        && call.args.first().and_then(cuda_literal).is_some()
+        && is_device_like(&a.value)
+    {
+        return Some(comparison_message("cuda"));
+    }
+    None
+}
+
+const DEVICE_MAP: &str = "an integer device_map means a CUDA ordinal to accelerate and is not \
+     remapped on the NPU; pass \"npu:<index>\" (see P_DEV.md)";
+
+/// The value of a `device_map=` keyword that is an int or a dict of ints/ranks.
+fn integer_device_map(call: &ast::ExprCall) -> Option<&Expr> {
+    let device_map = call
+        .keywords
+        .iter()
+        .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device_map"))?;
+    let ordinal = match &device_map.value {
+        Expr::Dict(d) => d.values.iter().any(is_ordinal),
+        other => is_int_literal(other),
+    };
+    ordinal.then_some(&device_map.value)
+}
+
+fn is_int_literal(expr: &Expr) -> bool {
+    matches!(expr, Expr::Constant(c) if matches!(c.value, ast::Constant::Int(_)))
+}
+
+/// An integer literal, `int(...)`, or a name such as `local_rank`.
+fn is_ordinal(expr: &Expr) -> bool {
+    match expr {
+        Expr::Constant(_) => is_int_literal(expr),
+        Expr::Call(c) => matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "int"),
+        Expr::Name(n) => ORDINAL_NAMES.contains(&n.id.as_str().to_ascii_lowercase().as_str()),
+        Expr::Attribute(a) => {
+            ORDINAL_NAMES.contains(&a.attr.as_str().to_ascii_lowercase().as_str())
+        }
+        _ => false,
+    }
+}
+
+/// `.major`/`.minor` of `torch.cuda.get_device_properties(...)`, directly or through a local
+/// name.
+fn capability_attr(sem: &Semantic<'_>, attr: &ast::ExprAttribute) -> Option<String> {
+    const PROPS: &str = "torch.cuda.get_device_properties";
+    if !matches!(attr.attr.as_str(), "major" | "minor") {
+        return None;
+    }
+    let from_props = match attr.value.as_ref() {
+        Expr::Call(_) => sem.resolve_call(&attr.value).is_some_and(|q| q == PROPS),
+        Expr::Name(n) => sem
+            .locals()
+            .assignments(n.id.as_str())
+            .iter()
+            .any(|a| a.call.as_deref() == Some(PROPS)),
+        _ => false,
+    };
+    from_props.then(|| {
+        "CUDA compute capability (`get_device_properties(...).major`) has no meaning on the NPU, so \
+         the code it gates takes the wrong branch; use torch.npu.is_bf16_supported() (see P_DEV.md)"
+            .to_owned()
+    })
+}

@@ -1,0 +1,204 @@
+//! `P_ENT`: an entry point whose program uses torch but never sets up the NPU.
+//!
+//! Each file notes its CUDA call sites (`.cuda()`, `torch.cuda.*`, `torch.backends.cudnn.*`,
+//! `"cuda"` device strings, `"nccl"`) and whether it defines `nn.Module` classes; the project
+//! hook then reports one issue per entry point, with the CUDA sites of every project file the
+//! program imports in `related[]`, since the one setup at the entry covers them all.
+
+use super::{Checker, ProjectChecker, Rule, RuleInfo};
+use crate::semantic::Semantic;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use issue_model::{Category, Related, Severity};
+use std::collections::BTreeSet;
+
+pub struct EntryWithoutNpu;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_ENT",
+    name: "entry-without-npu-setup",
+    category: Category::Structure,
+    severity: Severity::Error,
+    performance: false,
+    fix_template: "references/fix-templates/P_ENT.md",
+    summary: "An entry point whose program uses torch but never imports torch_npu, transfer_to_npu or the runtime patcher.",
+    doc: include_str!("ent.md"),
+    check: &EntryWithoutNpu,
+};
+
+const CUDA_SITE: &str = "cuda-site";
+const MODULE_CLASS: &str = "module-class";
+
+impl Rule for EntryWithoutNpu {
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        // At the first statement of a class body the class scope is entered.
+        let Some(Stmt::ClassDef(class)) = cx.semantic().stmts().last().copied() else {
+            return;
+        };
+        if !class
+            .body
+            .first()
+            .is_some_and(|first| std::ptr::eq(first, stmt))
+        {
+            return;
+        }
+        if cx.semantic().current_class().is_some_and(|c| c.is_module) {
+            cx.note(MODULE_CLASS, class.range(), class.name.as_str());
+        }
+    }
+
+    fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        if let Some(note) = cuda_site(cx.semantic(), expr) {
+            cx.note(CUDA_SITE, expr.range(), note);
+        }
+    }
+
+    fn project(&self, cx: &mut ProjectChecker<'_>) {
+        let project = cx.project();
+        let entries = project.entry_points();
+        let entry_files: BTreeSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+        for entry in &entries {
+            if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
+                continue;
+            }
+            if is_library_module(cx, &entry.file, &entry_files) {
+                continue;
+            }
+            let mut related: Vec<Related> = Vec::new();
+            for file in project.reachable(&entry.file) {
+                for site in cx.notes(file, CUDA_SITE) {
+                    related.push(Related {
+                        file: file.to_owned(),
+                        line: site.line,
+                        column: site.column,
+                        note: site.note.clone(),
+                    });
+                }
+            }
+            related.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
+            let covers = match related.len() {
+                0 => String::new(),
+                1 => ", which also covers the CUDA call site listed in related".to_owned(),
+                n => format!(", which also covers the {n} CUDA call sites listed in related"),
+            };
+            let message = format!(
+                "this {} entry point runs torch code but never imports torch_npu or applies \
+                 transfer_to_npu or the runtime patcher, so the program will not use the NPU; add the \
+                 NPU setup at the top of this file (see P_ENT.md){covers}",
+                entry.kind.as_str()
+            );
+            let site = ProjectChecker::entry_site(entry);
+            let finding = cx.report(&entry.file, &site, message);
+            finding.related = related;
+        }
+    }
+}
+
+/// Test modules and packaging scripts are not programs that train on the device.
+fn is_test_or_setup(path: &str) -> bool {
+    let name = path.rsplit('/').next().unwrap_or(path);
+    let in_tests = path
+        .split('/')
+        .rev()
+        .skip(1)
+        .any(|dir| matches!(dir, "test" | "tests" | "testing"));
+    in_tests
+        || name.starts_with("test_")
+        || name.ends_with("_test.py")
+        || name == "conftest.py"
+        || name == "setup.py"
+}
+
+/// A module the project imports that keeps a `__main__` block as a smoke test: imported by a
+/// file that is not an entry point, or imported at all (tests aside) while it defines
+/// `nn.Module` classes or sits in a package (a directory with `__init__.py`). A script imported
+/// only by other scripts stays an entry point.
+fn is_library_module(cx: &ProjectChecker<'_>, file: &str, entry_files: &BTreeSet<&str>) -> bool {
+    let project = cx.project();
+    let in_package = file
+        .rsplit_once('/')
+        .is_some_and(|(dir, _)| project.file(&format!("{dir}/__init__.py")).is_some());
+    let defines_modules = in_package || !cx.notes(file, MODULE_CLASS).is_empty();
+    project.files().keys().any(|importer| {
+        if importer == file || is_test_or_setup(importer) {
+            return false;
+        }
+        if !project.imports_of(importer).contains(&file) {
+            return false;
+        }
+        defines_modules || !entry_files.contains(importer.as_str())
+    })
+}
+
+/// What CUDA-specific thing `expr` is, if it is one that `transfer_to_npu` remaps.
+fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Call(call) => {
+            let Expr::Attribute(a) = call.func.as_ref() else {
+                return None;
+            };
+            (a.attr.as_str() == "cuda" && sem.resolve(&a.value).is_none())
+                .then(|| "`.cuda()` (becomes `.npu()` under transfer_to_npu)".to_owned())
+        }
+        Expr::Attribute(_) | Expr::Name(_) => {
+            let q = sem.resolve(expr)?;
+            let cuda = q == "torch.cuda" || q.starts_with("torch.cuda.");
+            let cudnn = q.starts_with("torch.backends.cudnn");
+            if !cuda && !cudnn {
+                return None;
+            }
+            // Only the outermost part of a dotted name.
+            if let Some(Expr::Attribute(parent)) = sem.parent_expr()
+                && std::ptr::eq(parent.value.as_ref(), expr)
+            {
+                return None;
+            }
+            Some(if cudnn {
+                format!("`{q}` (cuDNN setting, no effect on the NPU)")
+            } else {
+                format!("`{q}` (becomes torch.npu under transfer_to_npu)")
+            })
+        }
+        Expr::Constant(c) => {
+            let ast::Constant::Str(s) = &c.value else {
+                return None;
+            };
+            let kind = if s == "nccl" {
+                "\"nccl\" backend (becomes hccl under transfer_to_npu)"
+            } else if is_cuda_device(s) {
+                "\"cuda\" device string (becomes npu under transfer_to_npu)"
+            } else {
+                return None;
+            };
+            if in_comparison(sem) || is_docstring(sem) {
+                return None;
+            }
+            Some(kind.to_owned())
+        }
+        Expr::JoinedStr(j) => {
+            let Some(Expr::Constant(c)) = j.values.first() else {
+                return None;
+            };
+            let ast::Constant::Str(s) = &c.value else {
+                return None;
+            };
+            s.starts_with("cuda:")
+                .then(|| "\"cuda:…\" device string (becomes npu under transfer_to_npu)".to_owned())
+        }
+        _ => None,
+    }
+}
+
+fn is_cuda_device(s: &str) -> bool {
+    s == "cuda"
+        || s.strip_prefix("cuda:")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// Comparisons are `P_DEV`'s: remapping does not fix them.
+fn in_comparison(sem: &Semantic<'_>) -> bool {
+    sem.exprs().iter().any(|e| matches!(e, Expr::Compare(_)))
+}
+
+fn is_docstring(sem: &Semantic<'_>) -> bool {
+    sem.exprs().is_empty() && matches!(sem.current_stmt(), Some(Stmt::Expr(_)))
+}

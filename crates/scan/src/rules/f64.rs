@@ -1,0 +1,262 @@
+//! `P_F64`: explicit float64 on tensors (`torch.float64`, `.double()`, float64 numpy arrays
+//! turned into tensors).
+//!
+//! numpy arrays that are float64 only by default are reported outside device-step code
+//! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
+
+use super::rnd::flow::{self, Function};
+use super::{Checker, Rule, RuleInfo};
+use crate::semantic::Semantic;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use issue_model::{Category, Severity};
+
+pub struct Float64;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_F64",
+    name: "explicit-float64",
+    category: Category::Device,
+    severity: Severity::Warning,
+    performance: false,
+    fix_template: "references/fix-templates/P_F64.md",
+    summary: "Explicit float64 tensors, which the NPU supports for only part of its ops.",
+    doc: include_str!("f64.md"),
+    check: &Float64,
+};
+
+const MESSAGE: &str = "float64 reaches the device here, and the NPU runs only part of its ops in float64 \
+     (`Unsupport data type: at::ScalarType::Double`); use float32 (the Float64To32 runtime patch \
+     converts it at run time, see P_F64.md)";
+
+/// numpy constructors whose result is float64 unless given a `dtype`.
+const NUMPY_DEFAULT_FLOAT: &[&str] = &[
+    "numpy.zeros",
+    "numpy.ones",
+    "numpy.empty",
+    "numpy.linspace",
+    "numpy.logspace",
+    "numpy.eye",
+    "numpy.identity",
+    "numpy.random.rand",
+    "numpy.random.randn",
+    "numpy.random.random",
+    "numpy.random.random_sample",
+    "numpy.random.uniform",
+    "numpy.random.normal",
+];
+
+impl Rule for Float64 {
+    fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        let sem = cx.semantic();
+        let report = match expr {
+            Expr::Attribute(_) | Expr::Name(_) => is_float64_dtype_use(sem, expr),
+            Expr::Call(call) => is_double_call(sem, call) || feeds_float64_numpy(sem, call),
+            _ => false,
+        };
+        if report {
+            cx.report(expr.range(), MESSAGE);
+        }
+    }
+}
+
+fn is_float64_name(q: &str) -> bool {
+    matches!(
+        q,
+        "torch.float64" | "torch.double" | "torch.DoubleTensor" | "torch.cuda.DoubleTensor"
+    )
+}
+
+/// `torch.float64` used as a dtype, not compared, looked up or asked about.
+fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    if !sem.resolve(expr).is_some_and(|q| is_float64_name(&q)) {
+        return false;
+    }
+    let exprs = sem.exprs();
+    if let Some(Expr::Attribute(a)) = exprs.last()
+        && std::ptr::eq(a.value.as_ref(), expr)
+    {
+        // `torch.float64.itemsize`: a question about the dtype.
+        return false;
+    }
+    for (i, parent) in exprs.iter().enumerate().rev() {
+        match parent {
+            Expr::Compare(_) | Expr::Dict(_) | Expr::Set(_) => return false,
+            Expr::Subscript(s) if !std::ptr::eq(s.value.as_ref(), expr) => return false,
+            Expr::Call(c) => {
+                let callee = sem
+                    .resolve(&c.func)
+                    .unwrap_or_else(|| crate::semantic::dotted(&c.func));
+                if matches!(
+                    callee.as_str(),
+                    "torch.finfo"
+                        | "torch.iinfo"
+                        | "isinstance"
+                        | "issubclass"
+                        | "str"
+                        | "repr"
+                        | "print"
+                ) {
+                    return false;
+                }
+                // Only the innermost call decides.
+                let _ = i;
+                return true;
+            }
+            _ => {}
+        }
+    }
+    !matches!(sem.current_stmt(), Some(Stmt::Assert(_)))
+}
+
+/// `x.double()`.
+fn is_double_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+    let Expr::Attribute(a) = call.func.as_ref() else {
+        return false;
+    };
+    a.attr.as_str() == "double"
+        && call.args.is_empty()
+        && call.keywords.is_empty()
+        && sem.resolve(&a.value).is_none()
+}
+
+/// `torch.from_numpy/as_tensor/tensor(a)` with a float64 numpy array `a`, not converted at
+/// once.
+fn feeds_float64_numpy(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+    let Some(q) = sem.resolve(&call.func) else {
+        return false;
+    };
+    if !matches!(
+        q.as_str(),
+        "torch.from_numpy" | "torch.as_tensor" | "torch.tensor"
+    ) {
+        return false;
+    }
+    let Some(arg) = call.args.first() else {
+        return false;
+    };
+    if call
+        .keywords
+        .iter()
+        .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype"))
+    {
+        return false;
+    }
+    if converted_at_once(sem) {
+        return false;
+    }
+    // Inside device-step code, numpy values turned into tensors are P_TGT's.
+    if flow::in_step_code(sem) {
+        return false;
+    }
+    let func = enclosing_function(sem);
+    let kind = numpy_float64(sem, func.as_ref(), arg, 0);
+    kind.is_some()
+}
+
+/// The tensor is cast right away: `.float()`, `.half()`, `.to(torch.float32)`, ….
+fn converted_at_once(sem: &Semantic<'_>) -> bool {
+    let Some(Expr::Attribute(a)) = sem.parent_expr() else {
+        return false;
+    };
+    match a.attr.as_str() {
+        "float" | "half" | "bfloat16" | "int" | "long" | "bool" | "short" | "byte" => true,
+        "to" | "type" => {
+            let exprs = sem.exprs();
+            let Some(Expr::Call(c)) = exprs.len().checked_sub(2).map(|i| exprs[i]) else {
+                return false;
+            };
+            c.args
+                .iter()
+                .chain(c.keywords.iter().map(|k| &k.value))
+                .any(|v| {
+                    sem.resolve(v)
+                        .is_some_and(|q| q.starts_with("torch.") && !is_float64_name(&q))
+                })
+        }
+        _ => false,
+    }
+}
+
+fn enclosing_function<'a>(sem: &Semantic<'a>) -> Option<Function<'a>> {
+    sem.stmts()
+        .iter()
+        .rev()
+        .find(|s| matches!(s, Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_)))
+        .and_then(|s| Function::new(s))
+}
+
+/// How `expr` is known to be a float64 numpy array, if it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum NumpyF64 {
+    Explicit,
+    Default,
+}
+
+fn numpy_float64(
+    sem: &Semantic<'_>,
+    func: Option<&Function<'_>>,
+    expr: &Expr,
+    depth: u32,
+) -> Option<NumpyF64> {
+    if depth > 3 {
+        return None;
+    }
+    match expr {
+        Expr::Call(c) => {
+            if let Expr::Attribute(a) = c.func.as_ref()
+                && a.attr.as_str() == "astype"
+            {
+                return c
+                    .args
+                    .first()
+                    .filter(|t| is_float64_spec(sem, t))
+                    .map(|_| NumpyF64::Explicit);
+            }
+            let q = sem.resolve(&c.func)?;
+            if !q.starts_with("numpy.") {
+                return None;
+            }
+            let dtype = c
+                .keywords
+                .iter()
+                .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype"))
+                .map(|k| &k.value);
+            match dtype {
+                Some(d) if is_float64_spec(sem, d) => Some(NumpyF64::Explicit),
+                Some(_) => None,
+                None => NUMPY_DEFAULT_FLOAT
+                    .contains(&q.as_str())
+                    .then_some(NumpyF64::Default),
+            }
+        }
+        Expr::Name(n) => {
+            let func = func?;
+            let values = flow::assigned_values(func.body, n.id.as_str());
+            let kinds: Vec<Option<NumpyF64>> = values
+                .iter()
+                .map(|(_, v)| numpy_float64(sem, Some(func), v, depth + 1))
+                .collect();
+            if kinds.is_empty() || kinds.iter().any(Option::is_none) {
+                return None;
+            }
+            kinds
+                .into_iter()
+                .flatten()
+                .min_by_key(|k| *k == NumpyF64::Default)
+        }
+        _ => None,
+    }
+}
+
+/// `np.float64`, `np.double`, `"float64"`, `"f8"`, `float`.
+fn is_float64_spec(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    match expr {
+        Expr::Constant(c) => {
+            matches!(&c.value, ast::Constant::Str(s) if matches!(s.as_str(), "float64" | "double" | "f8" | "<f8"))
+        }
+        Expr::Name(n) if n.id.as_str() == "float" && sem.resolve(expr).is_none() => true,
+        _ => sem
+            .resolve(expr)
+            .is_some_and(|q| matches!(q.as_str(), "numpy.float64" | "numpy.double")),
+    }
+}

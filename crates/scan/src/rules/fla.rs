@@ -1,0 +1,272 @@
+//! `P_FLA`: CUDA-only kernels and libraries (`flash_attn`, `xformers`, `apex`, `bitsandbytes`,
+//! `mamba_ssm`, `triton`, `deepspeed.ops`, CUDA extensions), `attn_implementation="flash_attention_2"`
+//! and `torch.backends.cuda.sdp_kernel`.
+//!
+//! An import guarded by `try/except ImportError` counts only when the handler re-raises, sets a
+//! flag to `True`, or merely logs; a handler that binds a fallback makes it fine.
+
+use super::{Checker, Rule, RuleInfo};
+use crate::semantic::Semantic;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use issue_model::{Category, Severity};
+
+pub struct CudaOnlyKernel;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_FLA",
+    name: "cuda-only-kernel",
+    category: Category::Operator,
+    severity: Severity::Error,
+    performance: false,
+    fix_template: "references/fix-templates/P_FLA.md",
+    summary: "CUDA-only kernels and libraries (flash_attn, xformers, apex, bitsandbytes, triton, …) that fail on the NPU.",
+    doc: include_str!("fla.md"),
+    check: &CudaOnlyKernel,
+};
+
+impl Rule for CudaOnlyKernel {
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        let modules: Vec<&str> = match stmt {
+            Stmt::Import(import) => import.names.iter().map(|a| a.name.as_str()).collect(),
+            Stmt::ImportFrom(from) => {
+                if from.level.as_ref().is_some_and(|l| l.to_u32() > 0) {
+                    return;
+                }
+                from.module.iter().map(ast::Identifier::as_str).collect()
+            }
+            Stmt::Assign(a) => {
+                if a.targets.iter().any(is_attn_impl_target) && is_flash_attention_2(&a.value) {
+                    cx.report(a.value.range(), FLASH_ATTENTION_2);
+                }
+                return;
+            }
+            _ => return,
+        };
+        let Some((lib, advice)) = modules.iter().find_map(|m| cuda_only(m)) else {
+            return;
+        };
+        let sem = cx.semantic();
+        if guarded_with_fallback(sem) || under_availability_check(cx) {
+            return;
+        }
+        cx.report(
+            stmt.range(),
+            format!("`{lib}` ships CUDA kernels only, so this import fails on the NPU; {advice} (see P_FLA.md)"),
+        );
+    }
+
+    fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        let message = match expr {
+            Expr::Constant(_) if is_flash_attention_2(expr) => {
+                binds_flash_attention_2(cx.semantic(), expr).then_some(FLASH_ATTENTION_2.to_owned())
+            }
+            Expr::Call(call) => call_message(cx.semantic(), call),
+            _ => None,
+        };
+        if let Some(message) = message {
+            cx.report(expr.range(), message);
+        }
+    }
+}
+
+const FLASH_ATTENTION_2: &str = "attn_implementation=\"flash_attention_2\" needs the CUDA-only flash_attn \
+     package, so loading the model fails on the NPU; use \"sdpa\" (see P_FLA.md)";
+
+/// The library and the advice for a CUDA-only module path.
+fn cuda_only(module: &str) -> Option<(&'static str, &'static str)> {
+    let top = module.split('.').next().unwrap_or(module);
+    let found = match top {
+        "flash_attn" | "flash_attn_2_cuda" | "flash_attn_cuda" | "flash_attn_interface" => (
+            "flash_attn",
+            "port its calls to torch_npu.npu_fusion_attention or F.scaled_dot_product_attention",
+        ),
+        "xformers" => (
+            "xformers",
+            "replace memory_efficient_attention with F.scaled_dot_product_attention or torch_npu.npu_fusion_attention",
+        ),
+        "apex" | "amp_C" | "fused_layer_norm_cuda" => (
+            "apex",
+            "use torch.optim.AdamW, torch.nn.LayerNorm, torch_npu.npu_rms_norm or torch.autocast instead",
+        ),
+        "bitsandbytes" => (
+            "bitsandbytes",
+            "use torch.optim.AdamW and full-precision weights",
+        ),
+        "mamba_ssm" | "causal_conv1d" | "selective_scan_cuda" => (
+            "mamba_ssm",
+            "use a pure-PyTorch selective scan and convolution",
+        ),
+        "triton" => (
+            "triton",
+            "use the PyTorch reference implementation of the kernel (transfer_to_npu forces has_triton() to False)",
+        ),
+        "deepspeed" if module.starts_with("deepspeed.ops") => (
+            "deepspeed.ops",
+            "use torch.optim.AdamW or torch_npu.optim.NpuFusedAdamW",
+        ),
+        _ => return None,
+    };
+    Some(found)
+}
+
+/// The import sits in a `try` whose `ImportError` handler installs a fallback.
+fn guarded_with_fallback(sem: &Semantic<'_>) -> bool {
+    let Some(guard) = sem.import_guard() else {
+        return false;
+    };
+    if guard.reraises {
+        return false;
+    }
+    guard
+        .stmt
+        .handlers
+        .iter()
+        .all(|ast::ExceptHandler::ExceptHandler(h)| handler_has_fallback(&h.body))
+}
+
+/// The handler binds something (a fallback name, a flag set to `False`, a replacement import
+/// or definition) or does nothing; it does not set a flag to `True` or only log.
+fn handler_has_fallback(body: &[Stmt]) -> bool {
+    let sets_true = body.iter().any(|s| match s {
+        Stmt::Assign(a) => matches!(a.value.as_ref(), Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true))),
+        _ => false,
+    });
+    if sets_true {
+        return false;
+    }
+    let binds = body.iter().any(|s| {
+        matches!(
+            s,
+            Stmt::Assign(_)
+                | Stmt::AnnAssign(_)
+                | Stmt::Import(_)
+                | Stmt::ImportFrom(_)
+                | Stmt::FunctionDef(_)
+                | Stmt::ClassDef(_)
+                | Stmt::Return(_)
+                | Stmt::If(_)
+                | Stmt::Try(_)
+                | Stmt::Continue(_)
+                | Stmt::Break(_)
+        )
+    });
+    let only_pass = body.iter().all(|s| matches!(s, Stmt::Pass(_)));
+    binds || only_pass
+}
+
+/// Inside `if TYPE_CHECKING:` or an availability check (`if is_flash_attn_2_available():`,
+/// `importlib.util.find_spec(...)`), but not `torch.cuda.is_available()`, which the NPU
+/// answers `True` under `transfer_to_npu`.
+fn under_availability_check(cx: &Checker<'_>) -> bool {
+    cx.semantic().stmts().iter().any(|s| {
+        let Stmt::If(i) = s else { return false };
+        let test = cx.slice(i.test.range());
+        (test.contains("available") && !test.contains("cuda.is_available"))
+            || test.contains("find_spec")
+            || test.contains("TYPE_CHECKING")
+            || test.contains("is_installed")
+            || test.contains("importlib")
+    })
+}
+
+fn is_flash_attention_2(expr: &Expr) -> bool {
+    matches!(expr, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s == "flash_attention_2"))
+}
+
+fn is_attn_impl_target(target: &Expr) -> bool {
+    let name = match target {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => return false,
+    };
+    matches!(name, "attn_implementation" | "_attn_implementation")
+}
+
+/// `"flash_attention_2"` passed to a call, stored in a dict or a field default — not compared,
+/// not chosen at run time by a conditional, not logged.
+fn binds_flash_attention_2(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    match sem.parent_expr() {
+        None => match sem.current_stmt() {
+            Some(Stmt::AnnAssign(a)) => a.value.as_deref().is_some_and(|v| std::ptr::eq(v, expr)),
+            _ => false,
+        },
+        Some(Expr::Call(c)) => {
+            let short = match c.func.as_ref() {
+                Expr::Name(n) => n.id.as_str(),
+                Expr::Attribute(a) => a.attr.as_str(),
+                _ => "",
+            };
+            !matches!(
+                short,
+                "print"
+                    | "info"
+                    | "debug"
+                    | "warning"
+                    | "warn"
+                    | "error"
+                    | "log"
+                    | "startswith"
+                    | "endswith"
+                    | "format"
+                    | "join"
+                    | "replace"
+                    | "split"
+            )
+        }
+        Some(Expr::Dict(d)) => d.values.iter().any(|v| std::ptr::eq(v, expr)),
+        _ => false,
+    }
+}
+
+fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
+    if call.keywords.iter().any(|k| {
+        k.arg
+            .as_ref()
+            .is_some_and(|a| a.as_str() == "use_flash_attention_2")
+            && matches!(&k.value, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)))
+    }) {
+        return Some(FLASH_ATTENTION_2.replace(
+            "attn_implementation=\"flash_attention_2\"",
+            "use_flash_attention_2=True",
+        ));
+    }
+    let q = sem.resolve(&call.func)?;
+    let keyword = |name: &str| {
+        call.keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == name))
+            .map(|k| &k.value)
+    };
+    match q.as_str() {
+        "torch.backends.cuda.sdp_kernel" => Some(
+            "torch.backends.cuda.sdp_kernel selects CUDA attention kernels that the NPU does not have; \
+             remove the context manager and let SDPA choose (see P_FLA.md)"
+                .to_owned(),
+        ),
+        "torch.utils.cpp_extension.CUDAExtension" => Some(
+            "a CUDAExtension builds CUDA kernels, which cannot build or run on the NPU; use a \
+             PyTorch or torch_npu implementation of the op (see P_FLA.md)"
+                .to_owned(),
+        ),
+        "torch.utils.cpp_extension.load" => {
+            let sources = keyword("sources").or_else(|| call.args.get(1))?;
+            mentions_cu(sources).then(|| {
+                "this extension compiles `.cu` CUDA sources, which cannot build or run on the NPU; \
+                 use a PyTorch or torch_npu implementation of the op (see P_FLA.md)"
+                    .to_owned()
+            })
+        }
+        "torch.utils.cpp_extension.load_inline" => keyword("cuda_sources").map(|_| {
+            "load_inline with cuda_sources compiles CUDA kernels, which cannot build or run on the \
+             NPU; use a PyTorch or torch_npu implementation of the op (see P_FLA.md)"
+                .to_owned()
+        }),
+        _ => None,
+    }
+}
+
+fn mentions_cu(expr: &Expr) -> bool {
+    super::rnd::flow::find_in_expr(expr).iter().any(|e| {
+        matches!(e, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if std::path::Path::new(s).extension().is_some_and(|e| e.eq_ignore_ascii_case("cu"))))
+    })
+}

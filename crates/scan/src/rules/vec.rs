@@ -1,0 +1,333 @@
+//! `P_VEC`: Python loops that walk tensors one sample or element at a time in device code.
+//!
+//! One issue per loop. Loops over layers, cameras, config entries, fixed small ranges and
+//! scheduler timesteps are left alone, and so are recurrent loops whose iterations depend on
+//! each other (`h = cell(x[:, t], h)`).
+
+use super::rnd::flow::{self, Function};
+use super::{Checker, Rule, RuleInfo};
+use crate::semantic::Semantic;
+use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
+use issue_model::{Category, Severity};
+
+pub struct PerElementLoop;
+
+pub const RULE: RuleInfo = RuleInfo {
+    id: "P_VEC",
+    name: "per-element-loop",
+    category: Category::Structure,
+    severity: Severity::Warning,
+    performance: true,
+    fix_template: "references/fix-templates/P_VEC.md",
+    summary: "A Python loop over samples or elements of a tensor in device code launches tiny NPU ops (and host syncs) per iteration.",
+    doc: include_str!("vec.md"),
+    check: &PerElementLoop,
+};
+
+impl Rule for PerElementLoop {
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+            return;
+        };
+        if !flow::in_step_code(cx.semantic()) {
+            return;
+        }
+        let Some(func) = Function::new(def) else {
+            return;
+        };
+        let mut loops = Vec::new();
+        flow::statements(func.body, &mut loops);
+        let mut reported: Vec<&Stmt> = Vec::new();
+        let mut hits = Vec::new();
+        for stmt in loops {
+            if reported.iter().any(|outer| contains(outer, stmt)) {
+                continue;
+            }
+            let Some(what) = per_element(cx.semantic(), &func, stmt) else {
+                continue;
+            };
+            reported.push(stmt);
+            hits.push((stmt, what));
+        }
+        for (stmt, what) in hits {
+            let header = header_range(stmt);
+            let sync = if has_host_sync(stmt) {
+                " with a host sync (`.item()`/`.cpu()`/`.tolist()`) in every iteration"
+            } else {
+                ""
+            };
+            cx.report(
+                header,
+                format!(
+                    "{what}{sync}: each iteration launches small NPU ops and stalls the op queue; \
+                     vectorize it over the batch (see P_VEC.md)"
+                ),
+            );
+        }
+    }
+}
+
+/// What kind of per-element loop `stmt` is, as the start of the message.
+fn per_element(sem: &Semantic<'_>, func: &Function<'_>, stmt: &Stmt) -> Option<String> {
+    match stmt {
+        Stmt::For(f) => {
+            let target = match f.target.as_ref() {
+                Expr::Name(n) => Some(n.id.as_str()),
+                _ => None,
+            };
+            if let Some(bound) = range_bound(&f.iter) {
+                let var = target?;
+                if !is_tensor_size(sem, func, bound, 0) || !indexes_with(sem, func, &f.body, var) {
+                    return None;
+                }
+                if is_recurrent(&f.body, &[var]) {
+                    return None;
+                }
+                let text = crate::semantic::dotted(bound);
+                return Some(format!(
+                    "Python loop over `range({})` indexes tensors one element at a time",
+                    short(bound, &text)
+                ));
+            }
+            if iterates_tensor(sem, func, &f.iter) {
+                let vars: Vec<&str> = target.into_iter().collect();
+                if is_recurrent(&f.body, &vars) {
+                    return None;
+                }
+                return Some("Python loop iterates a tensor row by row".to_owned());
+            }
+            None
+        }
+        Stmt::While(w) => {
+            if reads_device_tensor(sem, func, &w.test) {
+                Some(
+                    "`while` condition reads a device tensor, a host sync per iteration".to_owned(),
+                )
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+fn short(bound: &Expr, dotted: &str) -> String {
+    match bound {
+        Expr::Subscript(s) => format!("{}[…]", crate::semantic::dotted(&s.value)),
+        Expr::Call(c) => format!("{}(…)", crate::semantic::dotted(&c.func)),
+        _ => dotted.to_owned(),
+    }
+}
+
+/// The `for`/`while` line: from the keyword to the end of the header expression.
+fn header_range(stmt: &Stmt) -> crate::source::TextRange {
+    let end = match stmt {
+        Stmt::For(f) => f.iter.end(),
+        Stmt::While(w) => w.test.end(),
+        _ => stmt.end(),
+    };
+    crate::source::TextRange::new(stmt.start(), end)
+}
+
+fn contains(outer: &Stmt, inner: &Stmt) -> bool {
+    outer.start() <= inner.start() && inner.end() <= outer.end()
+}
+
+/// The upper bound of `range(...)`.
+fn range_bound(iter: &Expr) -> Option<&Expr> {
+    let Expr::Call(c) = iter else { return None };
+    let Expr::Name(n) = c.func.as_ref() else {
+        return None;
+    };
+    if n.id.as_str() != "range" {
+        return None;
+    }
+    match c.args.as_slice() {
+        [stop] | [_, stop, ..] => Some(stop),
+        _ => None,
+    }
+}
+
+/// A tensor's size: `x.shape[k]`, `x.size(k)`, `x.size()[k]`, `len(tensor)`, or a local
+/// name assigned from one (`B = x.shape[0]`, `b, s, _ = x.shape`).
+fn is_tensor_size(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
+    if depth > 3 {
+        return false;
+    }
+    match expr {
+        Expr::Subscript(s) => is_shape(&s.value),
+        Expr::Attribute(a) => a.attr.as_str() == "shape",
+        Expr::Call(c) => match c.func.as_ref() {
+            Expr::Attribute(a) => a.attr.as_str() == "size" && !is_self_attr(&a.value),
+            Expr::Name(n) if n.id.as_str() == "len" => {
+                c.args.first().is_some_and(|a| is_tensor_expr(sem, func, a))
+            }
+            _ => false,
+        },
+        Expr::Name(n) => {
+            let values = flow::assigned_values(func.body, n.id.as_str());
+            !values.is_empty()
+                && values
+                    .iter()
+                    .all(|(_, v)| is_tensor_size(sem, func, v, depth + 1))
+        }
+        _ => false,
+    }
+}
+
+fn is_shape(expr: &Expr) -> bool {
+    match expr {
+        Expr::Attribute(a) => a.attr.as_str() == "shape",
+        Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "size"),
+        _ => false,
+    }
+}
+
+fn is_self_attr(expr: &Expr) -> bool {
+    match expr {
+        Expr::Name(n) => n.id.as_str() == "self",
+        Expr::Attribute(a) => is_self_attr(&a.value),
+        _ => false,
+    }
+}
+
+/// A name that holds a tensor: a parameter annotated `Tensor`, or a local assigned from a
+/// torch call or a tensor method (`.to`, `.float()`, …).
+fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
+    let Expr::Name(n) = expr else {
+        return false;
+    };
+    let name = n.id.as_str();
+    if let Some(annotation) = func.param_annotation(name) {
+        return crate::semantic::dotted(annotation).ends_with("Tensor");
+    }
+    flow::assigned_values(func.body, name)
+        .iter()
+        .any(|(_, v)| is_tensor_value(sem, v))
+}
+
+fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
+    let Expr::Call(c) = value else {
+        return false;
+    };
+    if let Some(q) = sem.resolve(&c.func) {
+        return q.starts_with("torch.")
+            && !q.starts_with("torch.nn")
+            && !q.starts_with("torch.utils");
+    }
+    matches!(c.func.as_ref(), Expr::Attribute(a)
+        if matches!(a.attr.as_str(), "to" | "float" | "detach" | "clone" | "contiguous" | "cuda" | "npu" | "view" | "reshape"))
+}
+
+/// `for row in x` over a tensor, or over `x.unbind(...)` / `torch.unbind(x, ...)`.
+fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
+    match iter {
+        Expr::Name(_) => is_tensor_expr(sem, func, iter),
+        Expr::Call(c) => {
+            if sem.resolve(&c.func).is_some_and(|q| q == "torch.unbind") {
+                return true;
+            }
+            matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "unbind" && is_tensor_expr(sem, func, &a.value))
+        }
+        _ => false,
+    }
+}
+
+/// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,
+/// not a local list or dict).
+fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &str) -> bool {
+    let _ = sem;
+    let subs = flow::find(
+        body,
+        |e| matches!(e, Expr::Subscript(s) if flow::reads(&s.slice, var)),
+    );
+    subs.iter().any(|occ| {
+        let Expr::Subscript(s) = occ.expr else {
+            return false;
+        };
+        if is_self_attr(&s.value) {
+            return false;
+        }
+        match s.value.as_ref() {
+            Expr::Name(n) => !is_local_container(func, n.id.as_str()),
+            _ => true,
+        }
+    })
+}
+
+/// A local name bound to a list, dict or comprehension literal.
+fn is_local_container(func: &Function<'_>, name: &str) -> bool {
+    let values = flow::assigned_values(func.body, name);
+    values.iter().any(|(_, v)| {
+        matches!(
+            v,
+            Expr::List(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) | Expr::Set(_)
+        )
+    })
+}
+
+/// An iteration depends on the previous one: a name (other than the loop variables) is
+/// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
+fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
+    let mut all = Vec::new();
+    flow::statements(body, &mut all);
+    all.iter().any(|stmt| {
+        let Stmt::Assign(a) = stmt else {
+            return false;
+        };
+        let mut targets = Vec::new();
+        for t in &a.targets {
+            names_of(t, &mut targets);
+        }
+        targets.iter().any(|name| {
+            !loop_vars.contains(name)
+                && flow::reads(&a.value, name)
+                && !is_accumulation(&a.value, name)
+        })
+    })
+}
+
+fn names_of<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
+    match target {
+        Expr::Name(n) => out.push(n.id.as_str()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| names_of(e, out)),
+        Expr::List(l) => l.elts.iter().for_each(|e| names_of(e, out)),
+        _ => {}
+    }
+}
+
+/// `name + x`, `x + name`, `name - x` where `x` does not read `name`.
+fn is_accumulation(value: &Expr, name: &str) -> bool {
+    let Expr::BinOp(b) = value else {
+        return false;
+    };
+    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
+    (is_name(&b.left) && !flow::reads(&b.right, name))
+        || (is_name(&b.right) && !flow::reads(&b.left, name))
+}
+
+/// A `while` test that needs a device value on the host: `.item()`, `.any()`, `.all()`, a
+/// torch call, or a local tensor.
+fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> bool {
+    flow::find_in_expr(test).iter().any(|e| match e {
+        Expr::Call(c) => {
+            sem.resolve(&c.func).is_some_and(|q| q.starts_with("torch."))
+                || matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "item" | "any" | "all"))
+        }
+        Expr::Name(n) if matches!(n.ctx, ExprContext::Load) => is_tensor_expr(sem, func, e),
+        _ => false,
+    })
+}
+
+fn has_host_sync(stmt: &Stmt) -> bool {
+    let body: &[Stmt] = match stmt {
+        Stmt::For(f) => &f.body,
+        Stmt::While(w) => &w.body,
+        _ => return false,
+    };
+    !flow::find(body, |e| {
+        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+            if matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy")))
+    })
+    .is_empty()
+}
