@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 
 import numpy as np
 import torch
@@ -15,6 +16,8 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     if name == "auto":
         npu = getattr(torch, "npu", None)
         name = "npu" if npu is not None and npu.is_available() else "cpu"
+        if name == "cpu":
+            print("device auto: no NPU visible (torch_npu not importable, or no device); using the CPU", file=sys.stderr)
     device = torch.device(name)
     if device.type != "cpu" and device.index is None:
         device = torch.device(device.type, local_rank)
