@@ -4,26 +4,38 @@ import json
 import os
 import platform
 import sys
-import threading
 import time
 import traceback
 
 from .protocol import FAIL, PASS, SKIP, WARN, Results
 
 STARTED = time.perf_counter()
+STARTED_UNIX = time.time()
 
 
-def _exit_soon(code):
-    """Leave even when the program left non-daemon threads or worker processes behind."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    timer = threading.Timer(10.0, lambda: os._exit(code))
-    timer.daemon = True
-    timer.start()
-    sys.exit(code)
+def _exit_now(code):
+    """Leave at once: the results are on disk, and the program's threads, atexit handlers and worker
+    processes must not keep the interpreter alive (npu-verify ends the whole process group next)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _dump_stacks_on_sigterm():
+    """npu-verify sends SIGTERM at the timeout: print where every thread was, then die as usual."""
+    try:
+        import faulthandler
+        import signal
+
+        faulthandler.register(signal.SIGTERM, file=sys.stderr, all_threads=True, chain=True)
+    except (ImportError, AttributeError, RuntimeError, ValueError):
+        pass
 
 
 def main(args):
+    _dump_stacks_on_sigterm()
     if len(args) != 1:
         sys.stderr.write("usage: run_harness.py REQUEST.json\n")
         sys.exit(2)
@@ -35,6 +47,7 @@ def main(args):
         executable=sys.executable,
         platform=platform.platform(),
         mode=request["mode"],
+        unix_time=STARTED_UNIX,
     )
     code = 0
     try:
@@ -50,7 +63,7 @@ def main(args):
         code = 3
     results.fact("timing", {"harness_total_s": time.perf_counter() - STARTED})
     results.done()
-    _exit_soon(code)
+    _exit_now(code)
 
 
 def setup_torch(request, results):

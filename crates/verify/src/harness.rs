@@ -252,6 +252,7 @@ pub fn run(
     }
 
     let started = Instant::now();
+    let spawned_at = std::time::SystemTime::now();
     let mut outcome = Outcome {
         mode: mode.to_owned(),
         checks: Vec::new(),
@@ -284,8 +285,26 @@ pub fn run(
         }
     }
     outcome.wall = started.elapsed();
-    outcome.tail = tail(&log, 40, 4000);
+    outcome.tail = tail(&log, 60, 6000);
     read_results(&results, &mut outcome);
+    // How long the interpreter took to reach the harness's first line (Python, site, conda run).
+    let hello_at = outcome
+        .hello
+        .as_ref()
+        .and_then(|h| h.get("unix_time"))
+        .and_then(serde_json::Value::as_f64);
+    if let (Some(at), Ok(spawned)) = (hello_at, spawned_at.duration_since(std::time::UNIX_EPOCH)) {
+        let timing = outcome
+            .facts
+            .entry("timing")
+            .or_insert_with(|| serde_json::Value::Object(serde_json::Map::new()));
+        if let Some(timing) = timing.as_object_mut() {
+            timing.insert(
+                "interpreter_start_s".to_owned(),
+                (at - spawned.as_secs_f64()).max(0.0).into(),
+            );
+        }
+    }
     Ok(outcome)
 }
 

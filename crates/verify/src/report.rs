@@ -249,8 +249,12 @@ impl Report {
             let _ = writeln!(
                 out,
                 "{status:<6} {name:<width$}  {}",
-                one_line(&check.detail)
+                one_line(check.detail.lines().next().unwrap_or(""))
             );
+            // Program output quoted in the detail keeps its lines.
+            for line in check.detail.lines().skip(1) {
+                let _ = writeln!(out, "{:<6} {:<width$}  | {}", "", "", line.trim_end());
+            }
             if let (Status::Fail | Status::Warn, Some(remedy)) = (check.status, &check.remedy) {
                 let _ = writeln!(out, "{:<6} {:<width$}  fix: {}", "", "", one_line(remedy));
             }
@@ -317,6 +321,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("emulated npu device"), "{text}");
+        report.checks.push(Check::fail(
+            "x.harness",
+            "it died; it printed last:\nline one\n  line two",
+            "r",
+        ));
+        let text = report.to_text();
+        assert!(text.contains("it died; it printed last:\n"), "{text}");
+        assert!(text.contains("| line one\n"), "{text}");
+        assert!(text.contains("|   line two\n"), "{text}");
     }
 
     #[test]

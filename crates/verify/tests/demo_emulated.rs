@@ -272,6 +272,54 @@ fn fixed_demo_hydra_entry_passes_with_a_yaml_config() {
 }
 
 #[test]
+fn a_hanging_program_is_stopped_and_shows_where_it_waited() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla-fixed");
+    std::fs::write(
+        root.join("wait.py"),
+        "import time\n\n\ndef wait_for_peers():\n    print('waiting for peers', flush=True)\n    time.sleep(600)\n\n\n\
+         if __name__ == '__main__':\n    wait_for_peers()\n",
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::cargo_bin("npu-verify")
+        .unwrap()
+        .arg(&root)
+        .args([
+            "--pipeline",
+            "--entry",
+            "wait.py",
+            "--timeout",
+            "20",
+            "--format",
+            "json",
+            "--python",
+        ])
+        .arg(python())
+        .output()
+        .unwrap();
+    assert!(started.elapsed().as_secs() < 120, "stopped by the timeout");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the harness started, so the run is complete and failed"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let hung = check(&report, "pipeline.harness");
+    let detail = hung["detail"].as_str().unwrap();
+    assert!(detail.contains("did not finish within 20 s"), "{detail}");
+    assert!(
+        detail.contains("waiting for peers"),
+        "the last output: {detail}"
+    );
+    assert!(
+        detail.contains("wait_for_peers"),
+        "the stack at the timeout: {detail}"
+    );
+    assert_eq!(report["harness_runs"][0]["timed_out"], true);
+}
+
+#[test]
 fn a_cpu_config_fails_the_parameters_on_device_check() {
     let dir = tempfile::tempdir().unwrap();
     let root = demo(dir.path(), "tiny-vla-fixed");
