@@ -234,21 +234,29 @@ impl fmt::Display for HistoryStatus {
 impl Summary {
     /// Counts of `issues` by status and by pattern.
     pub fn of(issues: &[Issue]) -> Summary {
-        let mut summary = Summary {
-            total: issues.len(),
-            ..Summary::default()
-        };
+        // Count with borrowed keys, then own them once per distinct key.
+        let mut by_status: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut by_pattern: BTreeMap<&str, BTreeMap<&str, usize>> = BTreeMap::new();
         for issue in issues {
-            let status = issue.status.as_str().to_owned();
-            *summary.by_status.entry(status.clone()).or_default() += 1;
-            *summary
-                .by_pattern
-                .entry(issue.pattern.clone())
+            let status = issue.status.as_str();
+            *by_status.entry(status).or_default() += 1;
+            *by_pattern
+                .entry(issue.pattern.as_str())
                 .or_default()
                 .entry(status)
                 .or_default() += 1;
         }
-        summary
+        let own = |m: BTreeMap<&str, usize>| -> BTreeMap<String, usize> {
+            m.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+        };
+        Summary {
+            total: issues.len(),
+            by_status: own(by_status),
+            by_pattern: by_pattern
+                .into_iter()
+                .map(|(k, v)| (k.to_owned(), own(v)))
+                .collect(),
+        }
     }
 }
 

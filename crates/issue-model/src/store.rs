@@ -10,7 +10,7 @@ use crate::schema::{Issue, IssuesFile, SCHEMA_VERSION, Summary, Tool, Unparsed};
 use crate::validate::validate;
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -98,30 +98,42 @@ struct Out<'a> {
     unparsed: &'a [Unparsed],
 }
 
+impl<'a> Out<'a> {
+    fn of(file: &'a IssuesFile) -> Out<'a> {
+        Out {
+            schema_version: file.schema_version,
+            tool: &file.tool,
+            root: &file.root,
+            scanned_at: &file.scanned_at,
+            summary: Summary::of(&file.issues),
+            issues: &file.issues,
+            unparsed: &file.unparsed,
+        }
+    }
+
+    /// Pretty JSON and a trailing newline, the on-disk form.
+    fn write_to(&self, writer: &mut dyn Write) -> std::io::Result<()> {
+        serde_json::to_writer_pretty(&mut *writer, self).map_err(std::io::Error::from)?;
+        writer.write_all(b"\n")
+    }
+}
+
 /// Serialize with a recomputed summary, pretty-printed, with a trailing newline.
 pub fn to_json(file: &IssuesFile) -> String {
-    let out = Out {
-        schema_version: file.schema_version,
-        tool: &file.tool,
-        root: &file.root,
-        scanned_at: &file.scanned_at,
-        summary: Summary::of(&file.issues),
-        issues: &file.issues,
-        unparsed: &file.unparsed,
-    };
-    let mut text = serde_json::to_string_pretty(&out).unwrap_or_else(|e| {
-        // Our types serialize infallibly: only maps with non-string keys can fail, and we have none.
+    let mut bytes = Vec::new();
+    Out::of(file).write_to(&mut bytes).unwrap_or_else(|e| {
+        // Writing to memory cannot fail, and our types serialize infallibly: only maps with
+        // non-string keys can fail, and we have none.
         unreachable!("issues.json serialization failed: {e}")
     });
-    text.push('\n');
-    text
+    String::from_utf8(bytes).unwrap_or_else(|e| unreachable!("serde_json writes UTF-8: {e}"))
 }
 
 /// Hold the lock, then write `file` to `path` atomically (replacing whatever is there).
 pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
     let path = resolve(path);
     let _lock = Lock::acquire(&path)?;
-    write_atomic(&path, to_json(file).as_bytes())
+    write_atomic(&path, &Out::of(file))
 }
 
 /// Locked read-modify-write: load `path` (or `None` if it does not exist), let `change` edit it,
@@ -153,27 +165,51 @@ pub fn update<T>(
         .transpose()?;
     let (new, value) = change(loaded)?;
     if let Some(new) = new {
-        let text = to_json(&new);
         // Someone may have edited the file without taking our lock (an editor, `sed`):
         // never overwrite what we did not read.
-        let now = match fs::read(path) {
-            Ok(bytes) => Some(bytes),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-            Err(source) => {
-                return Err(Error::Read {
-                    path: path.to_owned(),
-                    source,
-                });
-            }
-        };
-        if now != original {
+        if !unchanged(path, original.as_deref())? {
             return Err(Error::ChangedConcurrently {
                 path: path.to_owned(),
             });
         }
-        write_atomic(path, text.as_bytes())?;
+        write_atomic(path, &Out::of(&new))?;
     }
     Ok(value)
+}
+
+/// Whether `path` still holds exactly `original` (`None`: does not exist), compared in chunks
+/// so a large file is not read into memory twice.
+fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
+    let read_err = |source| Error::Read {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = match File::open(path) {
+        Ok(file) => file,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(original.is_none()),
+        Err(source) => return Err(read_err(source)),
+    };
+    let Some(mut rest) = original else {
+        return Ok(false);
+    };
+    let mut buffer = vec![0u8; 256 * 1024];
+    loop {
+        let n = match file.read(&mut buffer) {
+            Ok(n) => n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(source) => return Err(read_err(source)),
+        };
+        if n == 0 {
+            return Ok(rest.is_empty());
+        }
+        let Some((head, tail)) = rest.split_at_checked(n) else {
+            return Ok(false);
+        };
+        if head != &buffer[..n] {
+            return Ok(false);
+        }
+        rest = tail;
+    }
 }
 
 /// Write through a symbolic link to its target, so the link survives.
@@ -186,7 +222,7 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
+fn write_atomic(path: &Path, out: &Out<'_>) -> Result<()> {
     let permissions = match fs::metadata(path) {
         Ok(meta) if meta.permissions().readonly() => {
             return Err(Error::ReadOnly {
@@ -201,12 +237,14 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<()> {
         path: path.to_owned(),
         source,
     };
-    let mut tmp = tempfile::Builder::new()
+    let tmp = tempfile::Builder::new()
         .prefix(".issues.json.")
         .suffix(".tmp")
         .tempfile_in(&dir)
         .map_err(write_err)?;
-    tmp.write_all(bytes).map_err(write_err)?;
+    let mut writer = BufWriter::with_capacity(256 * 1024, tmp);
+    out.write_to(&mut writer).map_err(write_err)?;
+    let tmp = writer.into_inner().map_err(|e| write_err(e.into_error()))?;
     if let Some(permissions) = permissions {
         // Keep the file's mode: the temporary file is created owner-only.
         tmp.as_file()
@@ -276,5 +314,32 @@ impl Lock {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unchanged_compares_every_byte() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("f.json");
+        let text: Vec<u8> = (0..600_000u32)
+            .map(|n| b"abcdefgh"[(n % 8) as usize])
+            .collect();
+        fs::write(&path, &text).unwrap_or_else(|e| panic!("{e}"));
+        assert!(unchanged(&path, Some(&text)).unwrap_or(false));
+        assert!(!unchanged(&path, Some(&text[..text.len() - 1])).unwrap_or(true));
+        assert!(!unchanged(&path, None).unwrap_or(true));
+        let mut longer = text.clone();
+        longer.push(b'x');
+        assert!(!unchanged(&path, Some(&longer)).unwrap_or(true));
+        let mut flipped = text.clone();
+        flipped[500_000] = b'z';
+        assert!(!unchanged(&path, Some(&flipped)).unwrap_or(true));
+        fs::remove_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(unchanged(&path, None).unwrap_or(false));
+        assert!(!unchanged(&path, Some(&text)).unwrap_or(true));
     }
 }

@@ -1,7 +1,8 @@
 //! The commands that change an issue's status: `--fixed`, `--skip`, `--reopen`.
 //!
-//! Each decides on a loaded copy, then applies the change under the lock to the file as it is
-//! on disk at that moment, so two processes marking different issues both land.
+//! Each reads, decides and writes in one pass under the lock (`issue_model::update`), on the
+//! file as it is on disk at that moment, so two processes marking different issues both land
+//! and a large file is parsed once.
 
 use crate::commands::write_json;
 use crate::excerpt;
@@ -9,9 +10,10 @@ use crate::recheck::{self, Recheck};
 use crate::render;
 use crate::select::find;
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::path::Path;
 
 /// The result of a status change, as `--format json` prints it.
 #[derive(Serialize)]
@@ -24,7 +26,7 @@ struct Marked<'a> {
     message: &'a str,
 }
 
-/// A requested change to one issue.
+/// A change to one issue.
 struct Change {
     status: Status,
     reason: Option<String>,
@@ -32,40 +34,254 @@ struct Change {
     note: Option<String>,
 }
 
+/// What a command decides about the issue it was given.
+enum Decision {
+    Apply(Change),
+    /// Refused with an error (exit 2).
+    Refuse(Error),
+    /// `--fixed`, but the scanner still finds it (exit 1).
+    StillThere {
+        root: String,
+        found: Vec<Issue>,
+    },
+}
+
+/// What happened, taken out of the locked update.
+enum Outcome {
+    Changed {
+        id: String,
+        status: Status,
+        pending: usize,
+    },
+    Already {
+        id: String,
+        status: Status,
+        pending: usize,
+    },
+    Refused(Error),
+    StillThere {
+        issue: Box<Issue>,
+        root: String,
+        found: Vec<Issue>,
+    },
+}
+
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
-    let file = ctx.load()?;
-    let issue = &file.issues[find(&file, ctx.path, typed)?];
-    let mut note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    if issue.status != Status::Fixed {
-        if ctx.args.force {
+    let force = ctx.args.force;
+    let reason = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
+    let mut warning = None;
+    let path = ctx.path;
+    let outcome = decide_and_apply(path, typed, Status::Fixed, |file, issue| {
+        let mut note = reason.clone();
+        if force {
             let forced = "marked fixed with --force";
             note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
         } else {
-            match recheck::recheck(&file, ctx.path, issue) {
+            // Holding the lock while the file is re-scanned keeps other writers waiting a
+            // moment, but the decision is made on exactly the file that is written.
+            match recheck::recheck(file, path, issue) {
                 Recheck::Gone => {}
                 Recheck::Unchecked(why) => {
-                    ctx.warn(&format!(
+                    warning = Some(format!(
                         "cannot re-check {}: {why}; marking it fixed anyway",
                         issue.id
-                    ))?;
+                    ));
                 }
                 Recheck::Present { root, found } => {
-                    return still_there(ctx, issue, &root, &found);
+                    return Decision::StillThere { root, found };
                 }
             }
         }
-    }
-    let reason = note.clone();
-    apply(
-        ctx,
-        &issue.id,
-        &Change {
+        Decision::Apply(Change {
             status: Status::Fixed,
-            reason,
+            reason: note.clone(),
             history: HistoryStatus::Fixed,
             note,
-        },
-    )
+        })
+    })?;
+    if let Some(warning) = warning {
+        ctx.warn(&warning)?;
+    }
+    report(ctx, outcome)
+}
+
+pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
+    let reason = ctx
+        .args
+        .reason
+        .as_deref()
+        .map(str::trim)
+        .filter(|r| !r.is_empty())
+        .map(str::to_owned);
+    let path = ctx.path;
+    let outcome = decide_and_apply(path, typed, Status::Skipped, |_, issue| {
+        let Some(reason) = reason.clone() else {
+            return Decision::Refuse(Error::SkipWithoutReason {
+                id: issue.id.clone(),
+                path: path.to_owned(),
+            });
+        };
+        if issue.performance {
+            return Decision::Refuse(Error::SkipPerformance {
+                id: issue.id.clone(),
+                pattern: issue.pattern.clone(),
+                template: issue.fix_template.clone(),
+                file: issue.file.clone(),
+                line: issue.line,
+                path: path.to_owned(),
+            });
+        }
+        Decision::Apply(Change {
+            status: Status::Skipped,
+            reason: Some(reason.clone()),
+            history: HistoryStatus::Skipped,
+            note: Some(reason),
+        })
+    })?;
+    report(ctx, outcome)
+}
+
+pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
+    let note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
+    let outcome = decide_and_apply(ctx.path, typed, Status::Pending, |_, _| {
+        Decision::Apply(Change {
+            status: Status::Pending,
+            reason: None,
+            history: HistoryStatus::Reopened,
+            note: note.clone(),
+        })
+    })?;
+    report(ctx, outcome)
+}
+
+/// Under the lock: find issue `typed`; if it is not already `target` (for a skip: with the
+/// same reason), let `decide` say what to do, and write the change.
+fn decide_and_apply(
+    path: &Path,
+    typed: &str,
+    target: Status,
+    decide: impl FnOnce(&IssuesFile, &Issue) -> Decision,
+) -> Result<Outcome> {
+    if !path.exists() {
+        return Err(Error::Missing {
+            path: path.to_owned(),
+        });
+    }
+    let now = issue_model::now_rfc3339();
+    let outcome = issue_model::update(path, |file| {
+        let Some(mut file) = file else {
+            return Ok((
+                None,
+                Outcome::Refused(Error::Missing {
+                    path: path.to_owned(),
+                }),
+            ));
+        };
+        let index = match find(&file, path, typed) {
+            Ok(index) => index,
+            Err(e) => return Ok((None, Outcome::Refused(e))),
+        };
+        let issue = &file.issues[index];
+        let status_only = issue.status == target && target != Status::Skipped;
+        if status_only {
+            let id = issue.id.clone();
+            let pending = count_pending(&file.issues);
+            return Ok((
+                None,
+                Outcome::Already {
+                    id,
+                    status: target,
+                    pending,
+                },
+            ));
+        }
+        let change = match decide(&file, issue) {
+            Decision::Apply(change) => change,
+            Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
+            Decision::StillThere { root, found } => {
+                let issue = Box::new(issue.clone());
+                return Ok((None, Outcome::StillThere { issue, root, found }));
+            }
+        };
+        let issue = &mut file.issues[index];
+        let id = issue.id.clone();
+        if issue.status == change.status && issue.reason == change.reason {
+            let pending = count_pending(&file.issues);
+            return Ok((
+                None,
+                Outcome::Already {
+                    id,
+                    status: target,
+                    pending,
+                },
+            ));
+        }
+        issue.status = change.status;
+        issue.reason = change.reason;
+        issue.history.push(HistoryEntry {
+            at: now,
+            status: change.history,
+            note: change.note,
+        });
+        let pending = count_pending(&file.issues);
+        Ok((
+            Some(file),
+            Outcome::Changed {
+                id,
+                status: target,
+                pending,
+            },
+        ))
+    })?;
+    Ok(outcome)
+}
+
+/// Print what happened; map it to an exit status.
+fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
+    let (id, status, changed, pending) = match outcome {
+        Outcome::Refused(error) => return Err(error),
+        Outcome::StillThere { issue, root, found } => {
+            return still_there(ctx, &issue, &root, &found);
+        }
+        Outcome::Changed {
+            id,
+            status,
+            pending,
+        } => (id, status, true, pending),
+        Outcome::Already {
+            id,
+            status,
+            pending,
+        } => (id, status, false, pending),
+    };
+    let message = if changed {
+        format!("{id}: marked {status}")
+    } else {
+        format!("{id} is already {status}; nothing changed")
+    };
+    if ctx.json() {
+        write_json(
+            ctx,
+            &Marked {
+                id: &id,
+                status,
+                changed,
+                pending,
+                message: &message,
+            },
+        )?;
+        return Ok(Exit::Ok);
+    }
+    writeln!(ctx.out, "{message} ({pending} pending)")?;
+    if pending > 0 {
+        ctx.note(&format!("next: npu-progress {} --next", ctx.file_arg()))?;
+    } else {
+        ctx.note(&format!(
+            "nothing pending; confirm with: npu-progress {} --check-complete",
+            ctx.file_arg()
+        ))?;
+    }
+    Ok(Exit::Ok)
 }
 
 /// Refuse `--fixed`: show what the scanner still finds.
@@ -110,136 +326,6 @@ fn still_there(ctx: &mut Ctx<'_>, issue: &Issue, root: &str, found: &[Issue]) ->
     );
     ctx.out.write_all(text.as_bytes())?;
     Ok(Exit::Findings)
-}
-
-pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
-    let file = ctx.load()?;
-    let issue = &file.issues[find(&file, ctx.path, typed)?];
-    let Some(reason) = ctx
-        .args
-        .reason
-        .as_deref()
-        .map(str::trim)
-        .filter(|r| !r.is_empty())
-    else {
-        return Err(Error::SkipWithoutReason {
-            id: issue.id.clone(),
-            path: ctx.path.to_owned(),
-        });
-    };
-    if issue.performance {
-        return Err(Error::SkipPerformance {
-            id: issue.id.clone(),
-            pattern: issue.pattern.clone(),
-            template: issue.fix_template.clone(),
-            file: issue.file.clone(),
-            line: issue.line,
-            path: ctx.path.to_owned(),
-        });
-    }
-    apply(
-        ctx,
-        &issue.id,
-        &Change {
-            status: Status::Skipped,
-            reason: Some(reason.to_owned()),
-            history: HistoryStatus::Skipped,
-            note: Some(reason.to_owned()),
-        },
-    )
-}
-
-pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
-    let file = ctx.load()?;
-    let issue = &file.issues[find(&file, ctx.path, typed)?];
-    let note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    apply(
-        ctx,
-        &issue.id,
-        &Change {
-            status: Status::Pending,
-            reason: None,
-            history: HistoryStatus::Reopened,
-            note,
-        },
-    )
-}
-
-/// What happened under the lock.
-enum Applied {
-    Changed {
-        pending: usize,
-    },
-    /// Already in the requested state; nothing written.
-    Already {
-        pending: usize,
-    },
-    /// The issue vanished between reading and locking (a rescan ran meanwhile).
-    Gone(Error),
-}
-
-/// Apply `change` to issue `id` under the lock, and report.
-fn apply(ctx: &mut Ctx<'_>, id: &str, change: &Change) -> Result<Exit> {
-    let now = issue_model::now_rfc3339();
-    let path = ctx.path.to_owned();
-    let applied = issue_model::update(ctx.path, |file| {
-        let Some(mut file) = file else {
-            return Ok((None, Applied::Gone(Error::Missing { path })));
-        };
-        let index = match find(&file, &path, id) {
-            Ok(index) => index,
-            Err(e) => return Ok((None, Applied::Gone(e))),
-        };
-        let issue = &mut file.issues[index];
-        let same = issue.status == change.status
-            && (change.status != Status::Skipped || issue.reason == change.reason);
-        if same {
-            let pending = count_pending(&file.issues);
-            return Ok((None, Applied::Already { pending }));
-        }
-        issue.status = change.status;
-        issue.reason.clone_from(&change.reason);
-        issue.history.push(HistoryEntry {
-            at: now,
-            status: change.history,
-            note: change.note.clone(),
-        });
-        let pending = count_pending(&file.issues);
-        Ok((Some(file), Applied::Changed { pending }))
-    })?;
-    let status = change.status;
-    let (changed, pending, message) = match applied {
-        Applied::Gone(error) => return Err(error),
-        Applied::Changed { pending } => (true, pending, format!("{id}: marked {status}")),
-        Applied::Already { pending } => (
-            false,
-            pending,
-            format!("{id} is already {status}; nothing changed"),
-        ),
-    };
-    if ctx.json() {
-        write_json(
-            ctx,
-            &Marked {
-                id,
-                status,
-                changed,
-                pending,
-                message: &message,
-            },
-        )?;
-        return Ok(Exit::Ok);
-    }
-    writeln!(ctx.out, "{message} ({pending} pending)")?;
-    if pending > 0 {
-        ctx.note(&format!("next: npu-progress {} --next", ctx.file_arg()))?;
-    } else {
-        ctx.note(&format!(
-            "nothing pending; confirm with: npu-progress {} --check-complete",
-            ctx.file_arg()
-        ))?;
-    }
-    Ok(Exit::Ok)
 }
 
 fn count_pending(issues: &[Issue]) -> usize {
