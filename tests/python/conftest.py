@@ -32,3 +32,17 @@ def npu() -> torch.device:
 
     npu_emulator.install()
     return torch.device("npu:0")
+
+
+def _uses_emulator(item: pytest.Item) -> bool:
+    return "npu" in getattr(item, "fixturenames", ()) or Path(str(item.path)).parent.name == "emulator"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Run the tests that install the emulated device after all others (a stable reorder).
+
+    Installing renames PrivateUse1 and makes ``npu`` the current accelerator for the rest of the process, so
+    plain CPU tests and, on a GPU machine, the CUDA runs of the patch tests come first and see unmodified torch.
+    """
+    del config
+    items.sort(key=_uses_emulator)

@@ -273,7 +273,12 @@ def test_transfer_to_npu_remaps_cuda() -> None:
         assert torch.ones(1).cuda().is_cuda
         assert torch.cuda.is_available() and torch.cuda.device_count() == 1
         assert torch.cuda.get_device_name() == torch.npu.get_device_name()
-        assert torch.cuda.amp is torch.npu.amp
+        assert torch.cuda.amp.autocast is torch.npu.amp.autocast
+        assert torch.cuda.amp.GradScaler is torch.npu.amp.GradScaler
+        import torch._dynamo  # torch internals still import
+        optimizer = torch.optim.AdamW(torch.nn.Linear(2, 2).cuda().parameters())
+        with torch.cuda.amp.autocast(dtype=torch.bfloat16):
+            assert (torch.ones(2, 2).cuda() @ torch.ones(2, 2).cuda()).dtype == torch.bfloat16
         scripted = torch.jit.script(lambda x: x)
         assert scripted(3) == 3
         # not fixed, as documented: string comparisons

@@ -34,7 +34,7 @@ _CUDA_ATTRIBUTES = (
     "set_rng_state_all", "is_bf16_supported", "get_device_name", "get_device_properties", "get_device_capability",
     "mem_get_info", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "reset_peak_memory_stats", "reset_max_memory_allocated", "device", "Stream", "Event", "current_stream",
-    "default_stream", "stream", "amp", "is_initialized", "init",
+    "default_stream", "stream", "is_initialized", "init",
 )  # fmt: skip
 
 
@@ -115,6 +115,9 @@ def _apply() -> None:
     for name in _CUDA_ATTRIBUTES:
         if hasattr(torch_npu.npu, name):
             setattr(torch.cuda, name, getattr(torch_npu.npu, name))
+    # The amp classes, not the module: torch internals import submodules of torch.cuda.amp.
+    torch.cuda.amp.autocast = torch_npu.npu.amp.autocast
+    torch.cuda.amp.GradScaler = torch_npu.npu.amp.GradScaler
     torch.distributed.init_process_group = _init_process_group(torch.distributed.init_process_group)
     torch.jit.script = _script  # type: ignore[assignment]
     torch._npu_transfer_applied = True  # type: ignore[attr-defined]
