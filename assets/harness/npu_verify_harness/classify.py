@@ -100,10 +100,6 @@ def classify(exc, project_root):
             "a package the program imports is missing{}: {}".format(place, message),
             "install `{}` in this interpreter, or point verify at the right one (--python / --conda-env)".format(top),
         )
-    if any(p in text for p in _CUDA_PATTERNS) or (
-        isinstance(exc, (AssertionError, RuntimeError)) and re.search(r"\bcuda\b", text, re.IGNORECASE)
-    ):
-        return ("cuda-in-use", "the program still uses CUDA{}: {}".format(place, message), NPU_SETUP)
     if "Expected all tensors to be on the same device" in text or "device mismatch" in text.lower():
         return (
             "device-mismatch",
@@ -131,6 +127,12 @@ def classify(exc, project_root):
             "expand broadcast masks to (B,N,Sq,Skv) or (B,1,Sq,Skv), or apply the runtime patcher "
             "(SdpaMaskBroadcast)",
         )
+    # Last of the device reasons: emulated and NPU messages say "as on CUDA" in other contexts.
+    if not emulated and (
+        any(p in text for p in _CUDA_PATTERNS)
+        or (isinstance(exc, (AssertionError, RuntimeError)) and re.search(r"\bcuda\b", text, re.IGNORECASE))
+    ):
+        return ("cuda-in-use", "the program still uses CUDA{}: {}".format(place, message), NPU_SETUP)
     if isinstance(exc, FileNotFoundError):
         return (
             "file-not-found",

@@ -5,6 +5,7 @@ the Rust side turns into checks, e.g. the device count), ``done`` (the harness r
 """
 
 import json
+import math
 import os
 
 PASS = "pass"
@@ -13,13 +14,24 @@ FAIL = "fail"
 SKIP = "skip"
 
 
+def _finite(value):
+    """JSON has no NaN or Infinity: write them as the strings "nan", "inf", "-inf"."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
 class Results:
     def __init__(self, path, emulated):
         self._file = open(path, "a", encoding="utf-8")
         self.emulated = emulated
 
     def _write(self, record):
-        self._file.write(json.dumps(record, default=str, sort_keys=True) + "\n")
+        self._file.write(json.dumps(_finite(record), default=str, sort_keys=True, allow_nan=False) + "\n")
         self._file.flush()
         try:
             os.fsync(self._file.fileno())

@@ -1,0 +1,203 @@
+//! Small projects with one NPU porting problem each, run with `--pipeline --emulate-npu` on the
+//! test venv's CPU torch: verify must fail (or warn) for that reason and point at the line.
+//!
+//! Needs `NPU_PATCHER_PYTHON` (set by `cargo xtask test`; `cargo xtask venv` prints the path).
+
+use assert_cmd::Command;
+use std::path::{Path, PathBuf};
+
+fn python() -> PathBuf {
+    let Some(py) = std::env::var_os("NPU_PATCHER_PYTHON") else {
+        panic!(
+            "NPU_PATCHER_PYTHON is not set: run `cargo xtask test`, or export \
+             NPU_PATCHER_PYTHON=$(cargo xtask venv) before `cargo test -p verify`"
+        );
+    };
+    PathBuf::from(py)
+}
+
+/// A project whose `train.py` builds a model on the npu and runs `body` as its training loop.
+fn project(dir: &Path, body: &str) -> PathBuf {
+    let root = dir.join("toy");
+    let migrate = root.join("migrate_to_cloudrobo");
+    std::fs::create_dir_all(&migrate).unwrap();
+    for (asset, file) in [
+        ("templates/env_npu.sh", "env_npu.sh"),
+        ("templates/train.sh", "train.sh"),
+        ("runtime_patches.py", "runtime_patches.py"),
+    ] {
+        std::fs::write(migrate.join(file), patch_assets::get(asset).unwrap()).unwrap();
+    }
+    let mut text = String::from(
+        "import torch\nimport torch_npu\nfrom runtime_patches import build_vla_patcher\n\n\
+         build_vla_patcher().apply()\n\n\ndef main():\n    model = torch.nn.Linear(4, 2).to(\"npu\")\n    \
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    x = torch.randn(8, 4, device=\"npu\")\n",
+    );
+    for line in body.lines() {
+        text.push_str("    ");
+        text.push_str(line);
+        text.push('\n');
+    }
+    text.push_str("\n\nif __name__ == \"__main__\":\n    main()\n");
+    std::fs::write(root.join("train.py"), text).unwrap();
+    root
+}
+
+fn run(root: &Path, env: &[(&str, &str)]) -> (Option<i32>, serde_json::Value) {
+    let mut cmd = Command::cargo_bin("npu-verify").unwrap();
+    cmd.arg(root)
+        .args([
+            "--pipeline",
+            "--emulate-npu",
+            "--format",
+            "json",
+            "--timeout",
+            "300",
+            "--python",
+        ])
+        .arg(python());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let report = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code(), report)
+}
+
+fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
+    report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
+}
+
+const STEP: &str = "for _ in range(5):\n    loss = model(x).square().mean()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()";
+
+#[test]
+fn a_clean_loop_passes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    assert_eq!(
+        check(&report, "pipeline.run")["data"]["steps"],
+        2,
+        "stopped after --steps 2 of 5"
+    );
+    assert_eq!(check(&report, "pipeline.params_device")["status"], "pass");
+}
+
+#[test]
+fn a_host_tensor_meeting_device_tensors_is_a_device_mismatch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        &format!(
+            "noise = torch.randn(8, 2)\n{}",
+            STEP.replace("model(x)", "(model(x) + noise)")
+        ),
+    );
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let run = check(&report, "pipeline.run");
+    assert_eq!(run["data"]["reason"], "device-mismatch", "{run:#}");
+    assert!(
+        run["detail"].as_str().unwrap().contains("train.py:14"),
+        "{run:#}"
+    );
+    assert!(run["remedy"].as_str().unwrap().contains("P_RND"), "{run:#}");
+}
+
+#[test]
+fn numpy_on_a_device_tensor_fails_without_its_patch() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), &format!("print(x.numpy().shape)\n{STEP}"));
+    let (code, report) = run(&root, &[("NPU_PATCHES_DISABLE", "TensorNumpySafe")]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        check(&report, "pipeline.run")["data"]["reason"],
+        "numpy-on-device"
+    );
+    // With the patch the same program runs, and the report says the patch fired and where.
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+    let patches = check(&report, "pipeline.patches");
+    let detail = patches["detail"].as_str().unwrap();
+    assert!(detail.contains("TensorNumpySafe 1x, first at"), "{detail}");
+    assert!(detail.contains("train.py:12"), "{detail}");
+}
+
+#[test]
+fn a_non_finite_loss_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        &STEP.replace(".mean()", ".mean() * float(\"nan\")"),
+    );
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let loss = check(&report, "pipeline.loss");
+    assert_eq!(loss["status"], "fail", "{loss:#}");
+    assert!(
+        loss["detail"]
+            .as_str()
+            .unwrap()
+            .contains("not finite at step 1"),
+        "{loss:#}"
+    );
+}
+
+#[test]
+fn float64_tensors_on_the_device_are_counted_with_their_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        &STEP.replace(
+            "opt.step()",
+            "opt.step()\n    t = torch.ones(2, dtype=torch.float64, device=\"npu\") + 1",
+        ),
+    );
+    let (code, report) = run(&root, &[("NPU_PATCHES_DISABLE", "Float64To32")]);
+    assert_eq!(code, Some(0), "float64 warns: {report:#}");
+    let f64_check = check(&report, "pipeline.float64");
+    assert_eq!(f64_check["status"], "warn", "{f64_check:#}");
+    assert!(
+        f64_check["detail"]
+            .as_str()
+            .unwrap()
+            .contains("train.py:17"),
+        "{f64_check:#}"
+    );
+}
+
+#[test]
+fn a_program_without_optimizer_steps_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), "print(model(x).sum())");
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let run = check(&report, "pipeline.run");
+    assert!(
+        run["detail"]
+            .as_str()
+            .unwrap()
+            .contains("ended after 0 of 2 optimizer steps"),
+        "{run:#}"
+    );
+}
+
+#[test]
+fn an_argument_error_is_an_early_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        "import sys\nsys.exit('usage: train.py --data DIR')",
+    );
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let run = check(&report, "pipeline.run");
+    assert_eq!(run["data"]["reason"], "exit", "{run:#}");
+}
