@@ -27,6 +27,7 @@ pub const RULE: RuleInfo = RuleInfo {
 
 const CUDA_SITE: &str = "cuda-site";
 const MODULE_CLASS: &str = "module-class";
+const DEVICE_USE: &str = "device-use";
 
 impl Rule for EntryWithoutNpu {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
@@ -41,7 +42,15 @@ impl Rule for EntryWithoutNpu {
         {
             return;
         }
-        if cx.semantic().current_class().is_some_and(|c| c.is_module) {
+        // torchvision transforms are modules that run in DataLoader workers.
+        let is_model = cx.semantic().current_class().is_some_and(|c| {
+            c.is_module
+                && !c
+                    .bases
+                    .iter()
+                    .any(|b| b.starts_with("torchvision.") || b.ends_with("Transform"))
+        });
+        if is_model {
             cx.note(MODULE_CLASS, class.range(), class.name.as_str());
         }
     }
@@ -49,6 +58,9 @@ impl Rule for EntryWithoutNpu {
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         if let Some(note) = cuda_site(cx.semantic(), expr) {
             cx.note(CUDA_SITE, expr.range(), note);
+        }
+        if is_device_use(cx.semantic(), expr) {
+            cx.note(DEVICE_USE, expr.range(), "");
         }
     }
 
@@ -60,7 +72,7 @@ impl Rule for EntryWithoutNpu {
             if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
                 continue;
             }
-            if is_library_module(cx, &entry.file, &entry_files) {
+            if is_library_module(cx, &entry.file, &entry_files) || !runs_on_device(cx, entry) {
                 continue;
             }
             let mut related: Vec<Related> = Vec::new();
@@ -127,6 +139,76 @@ fn is_library_module(cx: &ProjectChecker<'_>, file: &str, entry_files: &BTreeSet
         }
         defines_modules || !entry_files.contains(importer.as_str())
     })
+}
+
+/// The program puts work on an accelerator: the entry file places tensors or models on a
+/// device (or names CUDA, or builds objects from a hydra config), it is a `LightningCLI`
+/// application, or it imports a
+/// project module that defines `nn.Module` classes. Robot, dataset and conversion tools that
+/// only import torch through the project's packages do not.
+fn runs_on_device(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -> bool {
+    use crate::project::EntryKind;
+    let file = entry.file.as_str();
+    if !cx.notes(file, DEVICE_USE).is_empty() || !cx.notes(file, CUDA_SITE).is_empty() {
+        return true;
+    }
+    if entry
+        .kinds
+        .iter()
+        .any(|k| matches!(k, EntryKind::LightningCli))
+    {
+        return true;
+    }
+    cx.project()
+        .imports_of(file)
+        .iter()
+        .any(|imported| !cx.notes(imported, MODULE_CLASS).is_empty())
+}
+
+/// A place that moves work to a device: `torch.device(...)`, `.to(device)`, a `device=`
+/// argument other than `"cpu"`, a Lightning/transformers `Trainer`, an accelerate
+/// `Accelerator`, or objects built from a hydra config (`hydra.utils.instantiate`).
+fn is_device_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    if let Some(q) = sem.resolve(&call.func) {
+        if matches!(
+            q.as_str(),
+            "torch.device"
+                | "accelerate.Accelerator"
+                | "hydra.utils.instantiate"
+                | "hydra.utils.get_class"
+        ) {
+            return true;
+        }
+        let trainer = q.ends_with(".Trainer")
+            && ["pytorch_lightning", "lightning", "transformers"]
+                .iter()
+                .any(|p| q.starts_with(p));
+        if trainer {
+            return true;
+        }
+    }
+    let device_kw = call.keywords.iter().any(|k| {
+        k.arg.as_ref().is_some_and(|a| a.as_str() == "device")
+            && !matches!(&k.value, Expr::Constant(c)
+                if matches!(&c.value, ast::Constant::Str(s) if s == "cpu") || matches!(c.value, ast::Constant::None))
+    });
+    if device_kw {
+        return true;
+    }
+    let Expr::Attribute(a) = call.func.as_ref() else {
+        return false;
+    };
+    a.attr.as_str() == "to"
+        && call.args.iter().any(|arg| {
+            super::rnd::flow::find_in_expr(arg).iter().any(|e| match e {
+                Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("device"),
+                Expr::Attribute(at) => at.attr.as_str().to_ascii_lowercase().contains("device"),
+                _ => false,
+            })
+        })
 }
 
 /// What CUDA-specific thing `expr` is, if it is one that `transfer_to_npu` remaps.

@@ -78,7 +78,10 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
         // `torch.float64.itemsize`: a question about the dtype.
         return false;
     }
-    for (i, parent) in exprs.iter().enumerate().rev() {
+    if in_cpu_branch(sem, expr) {
+        return false;
+    }
+    for parent in exprs.iter().rev() {
         match parent {
             Expr::Compare(_) | Expr::Dict(_) | Expr::Set(_) => return false,
             Expr::Subscript(s) if !std::ptr::eq(s.value.as_ref(), expr) => return false,
@@ -99,7 +102,6 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
                     return false;
                 }
                 // Only the innermost call decides.
-                let _ = i;
                 return true;
             }
             _ => {}
@@ -149,8 +151,45 @@ fn feeds_float64_numpy(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
         return false;
     }
     let func = enclosing_function(sem);
-    let kind = numpy_float64(sem, func.as_ref(), arg, 0);
-    kind.is_some()
+    match numpy_float64(sem, func.as_ref(), arg, 0) {
+        Some(NumpyF64::Explicit) => true,
+        Some(NumpyF64::Default) => reaches_device(sem),
+        None => false,
+    }
+}
+
+/// The tensor is bound for the device: built in model code, in a dataset or collate function
+/// (batches are moved to the device), or moved at once.
+fn reaches_device(sem: &Semantic<'_>) -> bool {
+    if sem.in_device_code() {
+        return true;
+    }
+    let dataset = sem
+        .current_class()
+        .is_some_and(|c| c.bases.iter().any(|b| b.contains("Dataset")));
+    let loader_fn = sem.current_function().is_some_and(|f| {
+        f.name == "__getitem__" || f.name == "__iter__" || f.name.contains("collate")
+    });
+    let moved = matches!(sem.parent_expr(), Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "to" | "cuda" | "npu"));
+    dataset || loader_fn || moved
+}
+
+/// Inside the body of an `if` that tests for the CPU (`if device == "cpu":`), where float64 is
+/// fine.
+fn in_cpu_branch(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    sem.stmts().iter().any(|s| {
+        let Stmt::If(i) = s else { return false };
+        let (Some(first), Some(last)) = (i.body.first(), i.body.last()) else {
+            return false;
+        };
+        let inside = first.start() <= expr.start() && expr.end() <= last.end();
+        inside
+            && flow::find_in_expr(&i.test).iter().any(|e| {
+                matches!(e, Expr::Compare(c) if std::iter::once(c.left.as_ref()).chain(c.comparators.iter()).any(|x| {
+                    matches!(x, Expr::Constant(k) if matches!(&k.value, ast::Constant::Str(v) if v == "cpu"))
+                }))
+            })
+    })
 }
 
 /// The tensor is cast right away: `.float()`, `.half()`, `.to(torch.float32)`, ….

@@ -43,7 +43,7 @@ impl Rule for HostTargets {
         if !flow::in_step_code(cx.semantic()) {
             return;
         }
-        let Some(func) = Function::new(def) else {
+        let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
         let sem = cx.semantic();

@@ -32,7 +32,7 @@ impl Rule for PerElementLoop {
         if !flow::in_step_code(cx.semantic()) {
             return;
         }
-        let Some(func) = Function::new(def) else {
+        let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
         let mut loops = Vec::new();
@@ -278,6 +278,7 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         let mut targets = Vec::new();
         for t in &a.targets {
             names_of(t, &mut targets);
+            subscripted_names(t, &mut targets);
         }
         targets.iter().any(|name| {
             !loop_vars.contains(name)
@@ -292,6 +293,21 @@ fn names_of<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
         Expr::Name(n) => out.push(n.id.as_str()),
         Expr::Tuple(t) => t.elts.iter().for_each(|e| names_of(e, out)),
         Expr::List(l) => l.elts.iter().for_each(|e| names_of(e, out)),
+        _ => {}
+    }
+}
+
+/// Tensors written in place by an assignment target (`z[t + 1] = ...`): reading the same
+/// tensor on the right-hand side carries state from one iteration to the next.
+fn subscripted_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
+    match target {
+        Expr::Subscript(s) => {
+            if let Expr::Name(n) = s.value.as_ref() {
+                out.push(n.id.as_str());
+            }
+        }
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| subscripted_names(e, out)),
+        Expr::List(l) => l.elts.iter().for_each(|e| subscripted_names(e, out)),
         _ => {}
     }
 }

@@ -62,9 +62,9 @@ class FlowVLA(nn.Module):
         time_beta = sample_beta(1.5, 1.0, bsize, device)
         return time_beta * 0.999 + 0.001
 
-    def sample_time_reference(self, bsize: int) -> torch.Tensor:
+    def sample_time_reference(self, bsize: int, device: torch.device) -> torch.Tensor:
         dist = torch.distributions.Beta(torch.tensor([1.5]), torch.tensor([1.0]))
-        return dist.sample((bsize,)).squeeze(-1) * 0.999 + 0.001
+        return (dist.sample((bsize,)).squeeze(-1) * 0.999 + 0.001).to(device)
 
     def embed_prefix(self, images: List[torch.Tensor], img_masks: List[torch.Tensor], lang_tokens, lang_masks):
         embs = []
