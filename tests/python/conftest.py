@@ -8,6 +8,7 @@ rename per process).
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -16,6 +17,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ASSETS = ROOT / "assets"
 EMULATOR = ASSETS / "emulator"
+
+# No __pycache__ under assets/ (it is embedded into the binaries as it is on disk), here or in subprocesses.
+sys.dont_write_bytecode = True
+os.environ.setdefault("PYTHONDONTWRITEBYTECODE", "1")
 
 for path in (EMULATOR, ASSETS):
     if str(path) not in sys.path:
