@@ -295,3 +295,13 @@ def test_transfer_to_npu_remaps_cuda() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "remapped 10"
+
+
+def test_fusion_attention_token_band_in_sparse_mode_0(torch_npu: object) -> None:
+    q, k, v = _qkv(5, 5)
+    rows, cols = torch.arange(5).unsqueeze(1), torch.arange(5).unsqueeze(0)
+    causal = torch_npu.npu_fusion_attention(q, k, v, N, "BNSD", scale=SCALE, next_tockens=0)[0]
+    assert torch.allclose(causal, F.scaled_dot_product_attention(q, k, v, is_causal=True), atol=1e-5)
+    window = torch_npu.npu_fusion_attention(q, k, v, N, "BNSD", scale=SCALE, pre_tockens=1, next_tockens=0)[0]
+    keep = (cols <= rows) & (cols >= rows - 1)
+    assert torch.allclose(window, F.scaled_dot_product_attention(q, k, v, attn_mask=keep), atol=1e-5)
