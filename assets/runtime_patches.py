@@ -855,32 +855,17 @@ class BuiltinMinMaxNPU(_Patch):
                     return NotImplemented
             return result
 
-        def general(args: tuple[Any, ...], key: Any, default: Any) -> Any:
-            if key is _MISSING:
-                if len(args) > 2 and default is _MISSING:
-                    if not all(type(arg) in plain for arg in args):
-                        result = reduce(args)
-                        if result is not NotImplemented:
-                            fire()
-                            return result
-                elif len(args) == 1:
-                    items = args[0]
-                    kind = type(items)
-                    if (kind is list or kind is tuple) and len(items) > 1 and type(items[0]) not in plain:
-                        result = reduce(items)
-                        if result is not NotImplemented:
-                            fire()
-                            return result
-            if key is _MISSING and default is _MISSING:
-                return original(*args)
-            if default is _MISSING:
-                return original(*args, key=key)
-            if key is _MISSING:
-                return original(*args, default=default)
-            return original(*args, key=key, default=default)
+        def one_iterable(items: Any) -> Any:
+            kind = type(items)
+            if (kind is list or kind is tuple) and len(items) > 1 and type(items[0]) not in plain:
+                result = reduce(items)
+                if result is not NotImplemented:
+                    fire()
+                return result
+            return NotImplemented
 
-        # Positional-only parameters and keyword-only options: no tuple is built for the common two-argument
-        # call. (Positional-only names cannot collide with keywords; the builtin takes no such keywords.)
+        # Positional-only parameters and keyword-only options: no tuple is built for the common calls.
+        # (Positional-only names cannot collide with keywords; the builtin takes no such keywords.)
         def minmax(
             _npu_first: Any = _MISSING,
             _npu_second: Any = _MISSING,
@@ -890,26 +875,40 @@ class BuiltinMinMaxNPU(_Patch):
             default: Any = _MISSING,
             **unknown: Any,
         ) -> Any:
-            if unknown:  # the builtin's own error for unknown keywords
-                return original(*(a for a in (_npu_first, _npu_second) if a is not _MISSING), *rest, **unknown)
-            if _npu_second is _MISSING or rest or key is not _MISSING or default is not _MISSING:
-                if _npu_first is _MISSING:
-                    args: tuple[Any, ...] = ()
-                elif _npu_second is _MISSING:
-                    args = (_npu_first,)
-                else:
+            if not unknown and key is _MISSING:
+                if _npu_second is not _MISSING:
+                    if not rest and default is _MISSING:
+                        # Hot path: two values of types known not to be tensors (a set lookup each).
+                        if type(_npu_first) in plain and type(_npu_second) in plain:
+                            return original(_npu_first, _npu_second)
+                        result = pair(_npu_first, _npu_second)
+                        if result is not NotImplemented:
+                            fire()
+                            return result
+                        _learn(type(_npu_first))
+                        _learn(type(_npu_second))
+                        return original(_npu_first, _npu_second)
                     args = (_npu_first, _npu_second, *rest)
-                return general(args, key, default)
-            # Hot path: two values of types known not to be tensors (a set lookup each, no isinstance).
-            if type(_npu_first) in plain and type(_npu_second) in plain:
-                return original(_npu_first, _npu_second)
-            result = pair(_npu_first, _npu_second)
-            if result is not NotImplemented:
-                fire()
-                return result
-            _learn(type(_npu_first))
-            _learn(type(_npu_second))
-            return original(_npu_first, _npu_second)
+                    if default is _MISSING and not all(type(arg) in plain for arg in args):
+                        result = reduce(args)
+                        if result is not NotImplemented:
+                            fire()
+                            return result
+                elif _npu_first is not _MISSING:
+                    result = one_iterable(_npu_first)
+                    if result is not NotImplemented:
+                        return result
+                    if default is _MISSING:
+                        return original(_npu_first)
+                    return original(_npu_first, default=default)
+            # Everything else, errors included, is the builtin's business.
+            args = tuple(arg for arg in (_npu_first, _npu_second) if arg is not _MISSING) + rest
+            options = dict(unknown)
+            if key is not _MISSING:
+                options["key"] = key
+            if default is not _MISSING:
+                options["default"] = default
+            return original(*args, **options)
 
         functools.update_wrapper(minmax, original, assigned=_WRAPPER_ASSIGNED, updated=())
         return minmax

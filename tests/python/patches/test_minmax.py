@@ -35,9 +35,11 @@ def test_device_tensors_go_elementwise(accel, make_patcher):
     for got, want in cases:
         assert got.device.type == accel.type
         torch.testing.assert_close(got.cpu(), want, equal_nan=True)
+    lead = max(a, 0.0, 2.0)  # the device tensor first, plain numbers after it
+    torch.testing.assert_close(lead.cpu(), a_host.clamp_min(0.0).clamp_min(2.0), equal_nan=True)
     ints = torch.tensor([1, 7], device=accel)
     assert max(ints, 3).dtype is torch.int64 and max(ints, 3).cpu().tolist() == [3, 7]
-    assert patcher.fires()["BuiltinMinMaxNPU"] == 9
+    assert patcher.fires()["BuiltinMinMaxNPU"] == 10
 
 
 def _outcome(fn):
