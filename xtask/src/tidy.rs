@@ -1,5 +1,8 @@
 //! `cargo xtask tidy`: repository consistency checks, also run as a test.
 //!
+//! - every rule in the registry has its doc, fixture, snapshot and fix template, and every fix
+//!   template belongs to a rule;
+//! - `docs/rules.md` is what the registry generates;
 //! - `assets/SKILL.md` names every fix template and every template the bundle ships;
 //! - `.ci/run` runs exactly the README's test command.
 
@@ -22,7 +25,8 @@ pub fn run() -> Result<()> {
 
 /// Every problem found, as one line each.
 pub fn check(root: &Path) -> Result<Vec<String>> {
-    let mut problems = Vec::new();
+    let mut problems = check_rules(root)?;
+    problems.extend(crate::accuracy::check_rules_doc(root));
     let skill = read(&root.join("assets/SKILL.md"))?;
     for template in crate::dist::fix_templates(root)? {
         let reference = format!("references/fix-templates/{template}");
@@ -59,6 +63,63 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
         problems.push(format!(
             ".ci/run must run exactly `{test_command}` (the README's test command), found {ci_commands:?}"
         ));
+    }
+    Ok(problems)
+}
+
+/// The six touch points of a rule, ruff-style: registry row, doc, fixture, snapshot, fix template.
+fn check_rules(root: &Path) -> Result<Vec<String>> {
+    let mut problems = Vec::new();
+    let registry = scan::rules::registry();
+    for rule in registry {
+        let id = rule.id;
+        if rule.doc.trim().is_empty() {
+            problems.push(format!("{id}: the rule doc is empty"));
+        }
+        for section in [
+            "## What it does",
+            "## Why is this bad on NPU?",
+            "## Example",
+            "## Use instead",
+            "## Fix",
+            "## Known limitations",
+            "## References",
+        ] {
+            if !rule.doc.contains(section) {
+                problems.push(format!("{id}: the rule doc lacks the section `{section}`"));
+            }
+        }
+        let fixtures = root.join("crates/scan/tests/fixtures").join(id);
+        let has_fixture = fs::read_dir(&fixtures).is_ok_and(|mut d| d.next().is_some());
+        if !has_fixture {
+            problems.push(format!("{id}: no fixture in {}", fixtures.display()));
+        }
+        let snapshot = root.join(format!("crates/scan/tests/snapshots/fixtures__{id}.snap"));
+        if !snapshot.is_file() {
+            problems.push(format!("{id}: no snapshot {}", snapshot.display()));
+        }
+        let template = format!("references/fix-templates/{id}.md");
+        if rule.fix_template != template {
+            problems.push(format!(
+                "{id}: fix_template is `{}`, expected `{template}`",
+                rule.fix_template
+            ));
+        }
+        if !root
+            .join("assets/fix-templates")
+            .join(format!("{id}.md"))
+            .is_file()
+        {
+            problems.push(format!("{id}: assets/fix-templates/{id}.md is missing"));
+        }
+    }
+    for template in crate::dist::fix_templates(root)? {
+        let id = template.trim_end_matches(".md");
+        if !registry.iter().any(|r| r.id == id) {
+            problems.push(format!(
+                "assets/fix-templates/{template} belongs to no rule"
+            ));
+        }
     }
     Ok(problems)
 }
