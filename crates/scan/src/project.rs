@@ -7,7 +7,7 @@
 //! suffix of a project module name, which covers `src/` layouts).
 
 use serde::Serialize;
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 /// A place in a file, for facts and related locations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -144,6 +144,13 @@ pub struct Project {
     files: BTreeMap<String, FileFacts>,
     /// Dotted module name → files with that name (full path and every suffix).
     modules: HashMap<String, Vec<String>>,
+    /// File paths in order; the indices of `imports` and `importers`.
+    paths: Vec<String>,
+    index: HashMap<String, usize>,
+    /// Project files each file imports directly (sorted, without itself), resolved once.
+    imports: Vec<Vec<usize>>,
+    /// Project files that import each file directly (sorted).
+    importers: Vec<Vec<usize>>,
     /// `.cu` / `.cuh` sources in the tree.
     pub cuda_sources: Vec<String>,
     /// Config files in the tree.
@@ -174,12 +181,51 @@ impl Project {
             // Prefer the shallowest file for an ambiguous suffix.
             paths.sort_by_key(|p| (p.matches('/').count(), p.clone()));
         }
-        Project {
+        let mut project = Project {
             files,
             modules,
+            paths: Vec::new(),
+            index: HashMap::new(),
+            imports: Vec::new(),
+            importers: Vec::new(),
             cuda_sources,
             config_files,
+        };
+        project.link();
+        project
+    }
+
+    /// Resolve every import once into the `imports` / `importers` graph.
+    fn link(&mut self) {
+        self.paths = self.files.keys().cloned().collect();
+        self.index = self
+            .paths
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (p.clone(), i))
+            .collect();
+        let mut imports = vec![Vec::new(); self.paths.len()];
+        let mut importers = vec![Vec::new(); self.paths.len()];
+        for (i, path) in self.paths.iter().enumerate() {
+            let Some(facts) = self.files.get(path) else {
+                continue;
+            };
+            let mut targets: Vec<usize> = facts
+                .imports
+                .iter()
+                .filter_map(|imp| self.resolve_import(path, imp))
+                .filter_map(|p| self.index.get(p).copied())
+                .filter(|&j| j != i)
+                .collect();
+            targets.sort_unstable();
+            targets.dedup();
+            for &j in &targets {
+                importers[j].push(i);
+            }
+            imports[i] = targets;
         }
+        self.imports = imports;
+        self.importers = importers;
     }
 
     /// Facts of every Python file, by path.
@@ -220,36 +266,48 @@ impl Project {
 
     /// The project files `file` imports directly, sorted.
     pub fn imports_of(&self, file: &str) -> Vec<&str> {
-        let Some(facts) = self.files.get(file) else {
-            return Vec::new();
-        };
-        let set: BTreeSet<&str> = facts
-            .imports
-            .iter()
-            .filter_map(|i| self.resolve_import(file, i))
-            .filter(|p| *p != file)
-            .collect();
-        set.into_iter().collect()
+        self.index.get(file).map_or_else(Vec::new, |&i| {
+            self.imports[i]
+                .iter()
+                .map(|&j| self.paths[j].as_str())
+                .collect()
+        })
+    }
+
+    /// The project files that import `file` directly, sorted.
+    pub fn importers_of(&self, file: &str) -> Vec<&str> {
+        self.index.get(file).map_or_else(Vec::new, |&i| {
+            self.importers[i]
+                .iter()
+                .map(|&j| self.paths[j].as_str())
+                .collect()
+        })
     }
 
     /// `file` and every project file it reaches through imports, transitively; sorted, `file`
     /// first.
     pub fn reachable(&self, file: &str) -> Vec<&str> {
-        let Some((start, _)) = self.files.get_key_value(file) else {
+        let Some(&start) = self.index.get(file) else {
             return Vec::new();
         };
-        let mut seen: BTreeSet<&str> = BTreeSet::new();
-        let mut queue = VecDeque::from([start.as_str()]);
-        seen.insert(start);
+        let mut seen = vec![false; self.paths.len()];
+        seen[start] = true;
+        let mut queue = VecDeque::from([start]);
         while let Some(f) = queue.pop_front() {
-            for next in self.imports_of(f) {
-                if seen.insert(next) {
+            for &next in &self.imports[f] {
+                if !seen[next] {
+                    seen[next] = true;
                     queue.push_back(next);
                 }
             }
         }
-        let mut out = vec![start.as_str()];
-        out.extend(seen.into_iter().filter(|p| *p != start));
+        let mut out = vec![self.paths[start].as_str()];
+        out.extend(
+            seen.iter()
+                .enumerate()
+                .filter(|&(i, &s)| s && i != start)
+                .map(|(i, _)| self.paths[i].as_str()),
+        );
         out
     }
 
