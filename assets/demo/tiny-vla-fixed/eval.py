@@ -61,7 +61,8 @@ def evaluate(cfg: dict, checkpoint: str, device: torch.device, num_batches: int)
         if batch_index == num_batches:
             break
         batch = batch_to_device(batch, device)
-        pred = policy.sample_actions(batch)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type != "cpu"):
+            pred = policy.sample_actions(batch)
         valid = torch.arange(pred.shape[1], device=device)[None] < batch["action_len"][:, None]
         squared_error += ((pred - batch["actions"]) ** 2)[valid].sum()
         num_valid += valid.sum() * pred.shape[-1]

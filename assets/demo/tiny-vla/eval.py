@@ -47,7 +47,8 @@ def evaluate(cfg: dict, checkpoint: str, device: torch.device, num_batches: int)
         if batch_index == num_batches:
             break
         batch = batch_to_device(batch, device)
-        pred = policy.sample_actions(batch)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            pred = policy.sample_actions(batch)
         valid = torch.arange(pred.shape[1], device=device)[None] < batch["action_len"][:, None]
         metric.update(pred[valid].double(), batch["actions"][valid].double())
         predictions.append(pred.cpu())

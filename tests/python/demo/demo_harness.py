@@ -29,18 +29,23 @@ TIMEOUT_S = 600
 STEP_LINE = re.compile(r"^step\s+(\d+)/(\d+) \| loss (\S+) \|", re.MULTILINE)
 DONE_LINE = re.compile(r"^done: (\d+) steps, final loss (\S+), checkpoint (.+)$", re.MULTILINE)
 
-# Runs a script as __main__ after optionally installing the emulated npu device (and, for a project that does not
-# set up the NPU itself, torch_npu + transfer_to_npu as its entry point would). Prints the entry's patcher, if any.
+# Runs a script as __main__ after optionally installing the emulated npu device. For a project that does not set up
+# the NPU itself, "emulate+transfer" adds what an entry point's setup does first (torch_npu, transfer_to_npu) and
+# "emulate+setup" also applies the runtime patcher from ./migrate_to_cloudrobo. Prints the entry's patcher, if any.
 LAUNCHER = """
 import runpy, sys
 mode, script, *args = sys.argv[1:]
-if mode in ("emulate", "emulate+transfer"):
+if mode.startswith("emulate"):
     sys.path.insert(0, {emulator!r})
     import npu_emulator
     npu_emulator.install()
-if mode == "emulate+transfer":
+if mode in ("emulate+transfer", "emulate+setup"):
     import torch_npu
     from torch_npu.contrib import transfer_to_npu
+if mode == "emulate+setup":
+    sys.path.insert(0, "migrate_to_cloudrobo")
+    from runtime_patches import build_vla_patcher
+    build_vla_patcher().apply()
 sys.argv = [script, *args]
 sys.path.insert(0, ".")
 result = runpy.run_path(script, run_name="__main__")

@@ -1,8 +1,8 @@
 """The demo projects on the emulated npu device (assets/emulator), each run in its own interpreter.
 
 The fixed project trains with its entry-point setup (stand-in torch_npu, transfer_to_npu, the runtime patcher from
-migrate_to_cloudrobo/). The original project, given only the entry-point setup, still fails where a real NPU would:
-at the unguarded flash_attn import.
+migrate_to_cloudrobo/). The original project, given what the entry-point fix adds, still fails where a real NPU would: at a CPU index
+tensor (transfer_to_npu alone) and, with the runtime patcher too, at the unguarded flash_attn import.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from demo_harness import EMULATOR, FIXED, ORIGINAL, assert_trained, copy_tree, install_runtime_patches, run_entry
+from demo_harness import FIXED, ORIGINAL, assert_trained, copy_tree, install_runtime_patches, run_entry
 
 
 @pytest.fixture(scope="module")
@@ -59,12 +59,26 @@ def test_fused_attention_matches_sdpa_on_the_emulated_npu(fixed_project: Path) -
     assert len(diffs) == 2 and max(diffs) < 1e-5, run.describe()
 
 
-def test_original_with_only_the_entry_setup_fails_at_flash_attn(tmp_path: Path) -> None:
+def test_original_with_transfer_to_npu_only_fails_at_a_cpu_index(tmp_path: Path) -> None:
+    """cuda -> npu remapping alone: the patch-dropout indices made on the CPU index an npu tensor (P_RND)."""
     project = copy_tree(ORIGINAL, tmp_path / "tiny-vla")
     run = run_entry(
         project, "train.py", "--config", "configs/train.yaml", "--max-steps", "2", "--output-dir", str(tmp_path / "out"),
         mode="emulate+transfer",
     )
     assert run.returncode != 0, run.describe()
+    assert "Expected all tensors to be on the same device" in run.stderr, run.describe()
+    assert "x = x[:, keep]" in run.stderr, run.describe()
+
+
+def test_original_with_the_entry_setup_fails_at_flash_attn(tmp_path: Path) -> None:
+    """torch_npu, transfer_to_npu and the runtime patcher cover the index and float64 issues, not flash_attn (P_FLA)."""
+    project = copy_tree(ORIGINAL, tmp_path / "tiny-vla")
+    install_runtime_patches(project)
+    run = run_entry(
+        project, "train.py", "--config", "configs/train.yaml", "--max-steps", "2", "--output-dir", str(tmp_path / "out"),
+        mode="emulate+setup",
+    )
+    assert run.returncode != 0, run.describe()
     assert "No module named 'flash_attn'" in run.stderr, run.describe()
-    assert str(EMULATOR) not in run.stderr.splitlines()[-1]
+    assert "from flash_attn import flash_attn_func" in run.stderr, run.describe()

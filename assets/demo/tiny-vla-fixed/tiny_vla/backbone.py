@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import nn
 
@@ -22,6 +24,15 @@ class TransformerBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+def sinusoidal_table(num_positions: int, dim: int) -> torch.Tensor:
+    position = torch.arange(num_positions, dtype=torch.float32)[:, None]
+    freqs = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * freqs)
+    table[:, 1::2] = torch.cos(position * freqs)
+    return table
+
+
 class TransformerBackbone(nn.Module):
     def __init__(
         self,
@@ -33,16 +44,16 @@ class TransformerBackbone(nn.Module):
         dropout: float = 0.0,
     ) -> None:
         super().__init__()
-        self.pos_embed = nn.Embedding(max_seq_len, dim)
+        self.register_buffer("pos_table", sinusoidal_table(max_seq_len, dim), persistent=False)
         self.layers = nn.ModuleList(
             TransformerBlock(dim, num_heads, attn_implementation, dropout=dropout) for _ in range(depth)
         )
         self.norm = nn.LayerNorm(dim)
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        seq_len = tokens.shape[1]
-        positions = torch.arange(seq_len, device=tokens.device)
-        x = tokens + self.pos_embed(positions)[None]
+    def forward(self, tokens: torch.Tensor, position_ids: torch.Tensor | None = None) -> torch.Tensor:
+        if position_ids is None:
+            position_ids = torch.arange(tokens.shape[1], device=tokens.device)
+        x = tokens + self.pos_table[position_ids]
         for layer in self.layers:
             x = layer(x)
         return self.norm(x)

@@ -28,6 +28,7 @@ class TinyVLAPolicy(nn.Module):
         num_heads: int = 4,
         vision_depth: int = 1,
         patch_size: int = 8,
+        patch_dropout: float = 0.0,
         num_inference_steps: int = 10,
         attn_implementation: str = "sdpa",
         lang_dropout: float = 0.1,
@@ -37,7 +38,7 @@ class TinyVLAPolicy(nn.Module):
         self.pad_id = pad_id
         self.lang_dropout = lang_dropout
         self.state_noise = state_noise
-        self.vision = VisionEncoder(camera_names, image_size, patch_size, dim, vision_depth, num_heads)
+        self.vision = VisionEncoder(camera_names, image_size, patch_size, dim, vision_depth, num_heads, patch_dropout)
         self.token_embed = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.state_proj = nn.Sequential(nn.Linear(state_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
         self.type_embed = nn.Embedding(4, dim)
@@ -104,6 +105,7 @@ def build_policy(cfg: dict, vocab_size: int, pad_id: int, **overrides) -> TinyVL
         num_heads=model_cfg["num_heads"],
         vision_depth=model_cfg["vision_depth"],
         patch_size=model_cfg["patch_size"],
+        patch_dropout=model_cfg["patch_dropout"],
         num_inference_steps=model_cfg["num_inference_steps"],
         attn_implementation=model_cfg["attn_implementation"],
     )

@@ -40,9 +40,19 @@ class ViTBlock(nn.Module):
 class VisionEncoder(nn.Module):
     """Encodes each camera separately (shared weights) and returns all patch tokens, cameras concatenated."""
 
-    def __init__(self, camera_names: list[str], image_size: int, patch_size: int, dim: int, depth: int, num_heads: int) -> None:
+    def __init__(
+        self,
+        camera_names: list[str],
+        image_size: int,
+        patch_size: int,
+        dim: int,
+        depth: int,
+        num_heads: int,
+        patch_dropout: float = 0.0,
+    ) -> None:
         super().__init__()
         self.camera_names = list(camera_names)
+        self.patch_dropout = patch_dropout
         num_patches = (image_size // patch_size) ** 2
         self.patch_embed = nn.Conv2d(3, dim, kernel_size=patch_size, stride=patch_size)
         self.pos_embed = nn.Parameter(torch.randn(1, num_patches, dim) * 0.02)
@@ -55,6 +65,11 @@ class VisionEncoder(nn.Module):
         for cam_index, name in enumerate(self.camera_names):
             x = self.patch_embed(images[name]).flatten(2).transpose(1, 2)
             x = x + self.pos_embed + self.camera_embed[cam_index]
+            if self.training and self.patch_dropout > 0:
+                # Patch dropout: each step sees a random subset of the patches of each camera.
+                num_keep = max(1, int(x.shape[1] * (1.0 - self.patch_dropout)))
+                keep = torch.randperm(x.shape[1], device=x.device)[:num_keep]
+                x = x[:, keep]
             for block in self.blocks:
                 x = block(x)
             tokens.append(self.norm(x))

@@ -42,10 +42,12 @@ class FlowMatchingHead(nn.Module):
         return self.action_out(hidden)
 
     @torch.no_grad()
-    def sample(self, velocity_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int) -> torch.Tensor:
+    def sample(
+        self, velocity_fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], batch_size: int, device: torch.device
+    ) -> torch.Tensor:
         """Euler integration of the learned flow from noise to actions."""
         dt = 1.0 / self.num_inference_steps
-        x = torch.randn(batch_size, self.horizon, self.action_dim)
+        x = torch.randn(batch_size, self.horizon, self.action_dim, device=device)
         t = torch.zeros_like(x[:, 0, 0])
         while t.max().item() < 1.0 - 0.5 * dt:
             x = x + dt * velocity_fn(x, t)

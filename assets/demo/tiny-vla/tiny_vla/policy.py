@@ -29,6 +29,7 @@ class TinyVLAPolicy(nn.Module):
         num_heads: int = 4,
         vision_depth: int = 1,
         patch_size: int = 8,
+        patch_dropout: float = 0.0,
         num_inference_steps: int = 10,
         attn_implementation: str = "sdpa",
         lang_dropout: float = 0.1,
@@ -39,7 +40,7 @@ class TinyVLAPolicy(nn.Module):
         self.pad_id = pad_id
         self.lang_dropout = lang_dropout
         self.state_noise = state_noise
-        self.vision = VisionEncoder(camera_names, image_size, patch_size, dim, vision_depth, num_heads)
+        self.vision = VisionEncoder(camera_names, image_size, patch_size, dim, vision_depth, num_heads, patch_dropout)
         self.token_embed = nn.Embedding(vocab_size, dim, padding_idx=pad_id)
         self.state_proj = nn.Sequential(nn.Linear(state_dim, dim), nn.SiLU(), nn.Linear(dim, dim))
         self.type_embed = nn.Embedding(4, dim)
@@ -89,7 +90,7 @@ class TinyVLAPolicy(nn.Module):
     @torch.no_grad()
     def sample_actions(self, batch: dict) -> torch.Tensor:
         prefix = self.encode(batch)
-        return self.action_head.sample(lambda x, t: self.velocity(prefix, x, t), batch_size=prefix.shape[0])
+        return self.action_head.sample(lambda x, t: self.velocity(prefix, x, t), batch_size=prefix.shape[0], device=prefix.device)
 
 
 def build_policy(cfg: dict, vocab_size: int, pad_id: int, **overrides) -> TinyVLAPolicy:
@@ -107,6 +108,7 @@ def build_policy(cfg: dict, vocab_size: int, pad_id: int, **overrides) -> TinyVL
         num_heads=model_cfg["num_heads"],
         vision_depth=model_cfg["vision_depth"],
         patch_size=model_cfg["patch_size"],
+        patch_dropout=model_cfg["patch_dropout"],
         num_inference_steps=model_cfg["num_inference_steps"],
         attn_implementation=model_cfg["attn_implementation"],
         seed=cfg["seed"],
