@@ -51,6 +51,8 @@ sys.path.insert(0, ".")
 result = runpy.run_path(script, run_name="__main__")
 patcher = result.get("_NPU_PATCHER")
 print("entry patcher:", "none" if patcher is None else type(patcher).__name__, flush=True)
+if patcher is not None:
+    print("patch fires:", sum(getattr(status, "fires", 0) for status in patcher.report()), flush=True)
 """
 
 
