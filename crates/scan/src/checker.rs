@@ -91,6 +91,7 @@ impl<'a> Checker<'a> {
 
     /// Walk `body` once, calling every rule's hooks; returns the findings and the file's facts.
     pub(crate) fn run(mut self, body: &'a [Stmt]) -> (Vec<Finding>, FileFacts) {
+        walk::take_truncated();
         self.semantic.prebind_module(body);
         self.visit_body(body);
         let rules = self.rules;
@@ -98,6 +99,7 @@ impl<'a> Checker<'a> {
             self.current = rule.id;
             rule.check.file_end(&mut self, body);
         }
+        self.facts.too_deep = walk::take_truncated();
         (self.findings, self.facts)
     }
 

@@ -366,6 +366,13 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
                 |id| rules::get(id).is_some(),
             );
             let (findings, facts) = Checker::new(file, rules).run(&parsed.body);
+            if facts.too_deep {
+                outcome.warnings.push(format!(
+                    "{}: expressions nested deeper than {} levels were not checked",
+                    entry.rel,
+                    crate::walk::MAX_DEPTH
+                ));
+            }
             outcome.findings.extend(findings);
             outcome.facts = Some(facts);
         }

@@ -105,6 +105,9 @@ pub struct FileFacts {
     pub sets_up_npu: bool,
     pub entry_markers: Vec<EntryMarker>,
     pub config: ConfigStyle,
+    /// An expression was nested deeper than [`crate::walk::MAX_DEPTH`]; the part
+    /// below that depth was not checked.
+    pub too_deep: bool,
     /// Facts recorded by rules with [`crate::rules::Checker::note`], by key.
     pub notes: BTreeMap<&'static str, Vec<Site>>,
 }

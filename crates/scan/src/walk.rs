@@ -6,12 +6,52 @@
 //! call the matching `walk_*` function to descend.
 //!
 //! Recursion depth follows the nesting of the source; callers walk on a thread with a large
-//! stack (see [`crate::WALK_STACK_SIZE`]).
+//! stack (see [`crate::WALK_STACK_SIZE`]). Every walk on a thread shares one depth count (a
+//! rule's own walk inside the checker's walk adds to it): below [`MAX_DEPTH`] nested nodes
+//! the walk does not descend, and [`take_truncated`] says so.
+
+use std::cell::Cell;
 
 use crate::source::ast::{
     Arg, ArgWithDefault, Arguments, Comprehension, ExceptHandler, Expr, Keyword, MatchCase,
     Pattern, Stmt, TypeParam, WithItem,
 };
+
+/// Nodes nested deeper than this are not visited: far beyond real code, and the bound keeps
+/// every walk inside its thread's stack in every build profile.
+pub const MAX_DEPTH: usize = 100_000;
+
+thread_local! {
+    static DEPTH: Cell<usize> = const { Cell::new(0) };
+    static TRUNCATED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// One level of nesting, released on drop (also when a hook panics).
+struct Level;
+
+impl Level {
+    /// Enter a level; `None` when the walk is already [`MAX_DEPTH`] deep.
+    fn enter() -> Option<Level> {
+        let depth = DEPTH.with(Cell::get);
+        if depth >= MAX_DEPTH {
+            TRUNCATED.with(|t| t.set(true));
+            return None;
+        }
+        DEPTH.with(|d| d.set(depth + 1));
+        Some(Level)
+    }
+}
+
+impl Drop for Level {
+    fn drop(&mut self) {
+        DEPTH.with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
+/// Whether some walk on this thread stopped at [`MAX_DEPTH`] since the last call; resets it.
+pub fn take_truncated() -> bool {
+    TRUNCATED.with(|t| t.replace(false))
+}
 
 /// Hooks for each node kind. Every default descends into all children.
 pub trait Visitor<'a> {
@@ -78,6 +118,7 @@ pub trait Visitor<'a> {
 
 /// Visit every child of `stmt`.
 pub fn walk_stmt<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
+    let Some(_level) = Level::enter() else { return };
     match stmt {
         Stmt::FunctionDef(s) => {
             for d in &s.decorator_list {
@@ -237,6 +278,7 @@ pub fn walk_stmt<'a, V: Visitor<'a> + ?Sized>(v: &mut V, stmt: &'a Stmt) {
 
 /// Visit every child of `expr`.
 pub fn walk_expr<'a, V: Visitor<'a> + ?Sized>(v: &mut V, expr: &'a Expr) {
+    let Some(_level) = Level::enter() else { return };
     match expr {
         Expr::BoolOp(e) => {
             for value in &e.values {
@@ -380,6 +422,7 @@ pub fn walk_arguments<'a, V: Visitor<'a> + ?Sized>(v: &mut V, args: &'a Argument
 
 /// Visit every child of a `match` pattern.
 pub fn walk_pattern<'a, V: Visitor<'a> + ?Sized>(v: &mut V, pattern: &'a Pattern) {
+    let Some(_level) = Level::enter() else { return };
     match pattern {
         Pattern::MatchValue(p) => v.visit_expr(&p.value),
         Pattern::MatchSingleton(_) | Pattern::MatchStar(_) => {}

@@ -98,4 +98,26 @@ fn deep_nesting_is_scanned_without_overflow() {
         "a 50,000-term sum must parse: {:?}",
         result.unparsed
     );
+    assert!(result.warnings.is_empty(), "{:?}", result.warnings);
+}
+
+#[test]
+fn absurd_nesting_is_bounded_and_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let terms = vec!["x"; 400_000].join("+");
+    std::fs::write(
+        dir.path().join("huge_sum.py"),
+        format!(
+            "import torch
+y = {terms}
+z = torch.randn(3)
+"
+        ),
+    )
+    .unwrap();
+    let result = scan::scan(dir.path(), &scan::Settings::default()).unwrap();
+    assert_eq!(result.stats.files, 1);
+    assert!(result.unparsed.is_empty(), "{:?}", result.unparsed);
+    assert_eq!(result.warnings.len(), 1, "{:?}", result.warnings);
+    assert!(result.warnings[0].contains("nested deeper than 100000 levels"));
 }
