@@ -316,6 +316,8 @@ for _item in _PUBLIC:
 for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
     setattr(npu, _name, _zero)
 npu.reset_max_memory_allocated = reset_peak_memory_stats  # type: ignore[attr-defined]
+# torch.utils.checkpoint saves and replays the device RNG state only when the module says it is initialised.
+npu._initialized = True  # type: ignore[attr-defined]
 npu.amp = amp  # type: ignore[attr-defined]
 npu.config = config  # type: ignore[attr-defined]
 
