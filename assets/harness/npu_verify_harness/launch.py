@@ -7,6 +7,54 @@ import sys
 from .observe import HarnessStop
 
 
+TORCHRUN_FLAGS = {"--standalone", "--no-python", "--no_python", "--run-path", "--run_path", "--module", "-m"}
+TORCHRUN_MODULES = {"torch.distributed.run", "torch.distributed.launch"}
+
+
+def parse_python_args(args):
+    """The launch a `python ARGS` command line asks for, or None for `-c`, stdin and the REPL."""
+    index = 0
+    while index < len(args):
+        word = args[index]
+        if word == "-m":
+            if index + 1 >= len(args):
+                return None
+            module, rest = args[index + 1], list(args[index + 2:])
+            if module in TORCHRUN_MODULES:
+                return parse_torchrun_args(rest)
+            return {"kind": "module", "module": module, "argv": rest}
+        if word in ("-c", "-"):
+            return None
+        if word in ("-W", "-X", "--check-hash-based-pycs"):
+            index += 2
+            continue
+        if word.startswith("-"):
+            index += 1
+            continue
+        return {"kind": "script", "path": os.path.abspath(word), "argv": list(args[index + 1:])}
+    return None
+
+
+def parse_torchrun_args(args):
+    """torchrun's program after its own options; the harness runs it as one process."""
+    index, module, no_python = 0, False, False
+    while index < len(args) and args[index].startswith("-"):
+        word = args[index]
+        if word in ("--no-python", "--no_python"):
+            no_python = True
+        if word in ("-m", "--module"):
+            module = True
+        if word in TORCHRUN_FLAGS or "=" in word:
+            index += 1
+        else:
+            index += 2
+    if no_python or index >= len(args):
+        return None
+    if module:
+        return {"kind": "module", "module": args[index], "argv": list(args[index + 1:])}
+    return {"kind": "script", "path": os.path.abspath(args[index]), "argv": list(args[index + 1:])}
+
+
 class Outcome:
     """How the program ended: stopped by the harness, returned, exited, or raised."""
 

@@ -35,12 +35,15 @@ def _dump_stacks_on_sigterm():
 
 
 def main(args):
-    _dump_stacks_on_sigterm()
-    if len(args) != 1:
-        sys.stderr.write("usage: run_harness.py REQUEST.json\n")
+    if args and args[0] == "--shim":
+        request = shim(args[1], args[2:])
+    elif len(args) == 1:
+        with open(args[0], encoding="utf-8") as f:
+            request = json.load(f)
+    else:
+        sys.stderr.write("usage: run_harness.py REQUEST.json | run_harness.py --shim REQUEST.json PYTHON-ARGS...\n")
         sys.exit(2)
-    with open(args[0], encoding="utf-8") as f:
-        request = json.load(f)
+    _dump_stacks_on_sigterm()
     results = Results(request["results"], bool(request.get("emulate")))
     results.hello(
         python=platform.python_version(),
@@ -64,6 +67,25 @@ def main(args):
     results.fact("timing", {"harness_total_s": time.perf_counter() - STARTED})
     results.done()
     _exit_now(code)
+
+
+CLAIMED = "NPU_VERIFY_HARNESS_CLAIMED"
+
+
+def shim(request_path, pyargs):
+    """Called as `python` by the user's launch command: the first Python program it starts runs under the
+    harness; every other Python invocation (helpers, `python -c`, workers) runs as plain Python."""
+    from .launch import parse_python_args
+
+    launch = None if os.environ.get(CLAIMED) else parse_python_args(pyargs)
+    if launch is None:
+        sys.stdout.flush()
+        os.execv(sys.executable, [sys.executable] + list(pyargs))
+    os.environ[CLAIMED] = "1"
+    with open(request_path, encoding="utf-8") as f:
+        request = json.load(f)
+    request["launch"] = launch
+    return request
 
 
 def setup_torch(request, results):

@@ -9,6 +9,7 @@ Examples:
   npu-verify . --pipeline --emulate-npu --steps 2          # pre-flight on a machine without an NPU
   npu-verify . --runtime --conda-env torch_npu_env --format json
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
+  npu-verify . --pipeline -- bash migrate_to_cloudrobo/train.sh bash examples/finetune.sh
 
 Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 verify could not run.
 The JSON report is also written to PROJECT/migrate_to_cloudrobo/verify-report.json.";
@@ -91,7 +92,8 @@ pub struct Args {
     pub quiet: bool,
 
     /// The project's own launch command, run instead of the detected entry
-    /// (`-- python train.py --config X`, `-- torchrun --nproc_per_node 8 train.py …`).
+    /// (`-- python train.py --config X`, `-- torchrun --nproc_per_node 8 train.py …`,
+    /// `-- bash scripts/finetune.sh`: the first Python program a script starts runs under the harness).
     #[arg(last = true, value_name = "LAUNCH")]
     pub launch: Vec<String>,
 }

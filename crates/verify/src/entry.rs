@@ -29,25 +29,35 @@ pub enum Launch {
     Script { path: PathBuf, argv: Vec<String> },
     /// `python -m package.module ARGS`
     Module { module: String, argv: Vec<String> },
+    /// Any other command (`bash scripts/train.sh`, `bash migrate_to_cloudrobo/train.sh python …`):
+    /// run as given with `python`, `python3` and `torchrun` shims first on `PATH`; the first Python
+    /// program it starts runs under the harness.
+    Shell { words: Vec<String> },
 }
 
 impl Launch {
     pub fn argv_mut(&mut self) -> &mut Vec<String> {
         match self {
             Launch::Script { argv, .. } | Launch::Module { argv, .. } => argv,
+            Launch::Shell { words } => words,
         }
     }
 
     pub fn argv(&self) -> &[String] {
         match self {
             Launch::Script { argv, .. } | Launch::Module { argv, .. } => argv,
+            Launch::Shell { words } => words.get(1..).unwrap_or(&[]),
         }
     }
 
     /// The command as typed in the project root.
     pub fn display(&self, root: &Path) -> Vec<String> {
+        if let Launch::Shell { words } = self {
+            return words.clone();
+        }
         let mut out = vec!["python".to_owned()];
         match self {
+            Launch::Shell { .. } => {}
             Launch::Script { path, .. } => {
                 out.push(
                     path.strip_prefix(root)
@@ -73,6 +83,8 @@ impl Launch {
             Launch::Module { module, argv } => serde_json::json!({
                 "kind": "module", "module": module, "argv": argv,
             }),
+            // The shim tells the harness what Python was asked to run.
+            Launch::Shell { words } => serde_json::json!({"kind": "shell", "words": words}),
         }
     }
 }
@@ -445,11 +457,9 @@ pub fn parse_launch(words: &[String], root: &Path) -> Result<Launch, String> {
             }
         }
     } else if !has_extension(Path::new(base), "py") {
-        return Err(format!(
-            "cannot run `{}` under the harness: give the Python command it runs instead, e.g. \
-             `-- python train.py --config configs/train.yaml`",
-            words.join(" ")
-        ));
+        return Ok(Launch::Shell {
+            words: words.to_vec(),
+        });
     } else {
         rest = words;
     }
@@ -662,10 +672,11 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
                 argv: vec!["a".into()]
             }
         );
-        assert!(
-            parse_launch(&words("bash run.sh"), dir.path())
-                .unwrap_err()
-                .contains("Python command")
+        assert_eq!(
+            parse_launch(&words("bash run.sh"), dir.path()).unwrap(),
+            Launch::Shell {
+                words: words("bash run.sh")
+            }
         );
         assert!(
             parse_launch(&words("python missing.py"), dir.path())

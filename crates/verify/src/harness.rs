@@ -117,6 +117,10 @@ pub struct Outcome {
     pub signal: Option<i32>,
     pub timed_out: bool,
     pub spawn_error: Option<String>,
+    /// The program started: the interpreter, or the first word of a shell launch command.
+    pub program: String,
+    /// The run went through a shell launch command with Python shims.
+    pub shell: bool,
     pub wall: Duration,
     /// The last lines of its combined output.
     pub tail: String,
@@ -156,10 +160,15 @@ impl Outcome {
         };
         let shown = interpreter.info().command.join(" ");
         if let Some(e) = &self.spawn_error {
+            let remedy = if self.shell {
+                "check the launch command after `--` (its first word must be a program on PATH)"
+            } else {
+                "pass a working interpreter with --python PATH or --conda-env NAME"
+            };
             return Some(Check::fail(
                 &name,
-                format!("cannot start `{shown}`: {e}"),
-                "pass a working interpreter with --python PATH or --conda-env NAME",
+                format!("cannot start `{}`: {e}", self.program),
+                remedy,
             ));
         }
         if self.timed_out {
@@ -172,6 +181,18 @@ impl Outcome {
                 ),
                 "find where it waits (a hung DataLoader worker, a distributed init waiting for peers, input()); \
                  raise --timeout if the program only needs more time",
+            ));
+        }
+        if self.never_started() && self.shell {
+            return Some(Check::fail(
+                &name,
+                format!(
+                    "the launch command ended ({}) without starting a Python program through `python`, `python3` \
+                     or `torchrun` on PATH; {tail}",
+                    self.ended()
+                ),
+                "give the Python command itself after `--` (e.g. `-- python train.py --config X`), or make the \
+                 script call `python` from PATH rather than by absolute path",
             ));
         }
         if self.never_started() {
@@ -209,15 +230,71 @@ impl Outcome {
 }
 
 /// Run the harness for one mode; `request` is completed with the results path.
+/// One harness run.
+pub struct Job<'a> {
+    pub mode: &'a str,
+    pub request: serde_json::Value,
+    pub cwd: &'a Path,
+    pub env: &'a [(String, OsString)],
+    pub timeout: Duration,
+    /// Run this command with Python shims on `PATH` instead of starting the harness directly.
+    pub shell: Option<&'a [String]>,
+}
+
+/// Shell-quote one word for a generated `/bin/sh` script.
+fn sh_quote(word: &str) -> String {
+    format!("'{}'", word.replace('\'', "'\\''"))
+}
+
+/// `python`, `python3` and `torchrun` scripts that start the harness in shim mode.
+fn write_shims(base: &Path, interpreter: &Interpreter, request: &Path) -> Result<PathBuf, Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = base.join("shim");
+    let mut python: Vec<String> = vec![sh_quote(&interpreter.program.to_string_lossy())];
+    python.extend(
+        interpreter
+            .args
+            .iter()
+            .map(|a| sh_quote(&a.to_string_lossy())),
+    );
+    let harness = base.join("harness").join("run_harness.py");
+    let script = format!(
+        "#!/bin/sh\n# npu-verify: the first Python program this command starts runs under the harness.\n\
+         exec {} -u {} --shim {} \"$@\"\n",
+        python.join(" "),
+        sh_quote(&harness.to_string_lossy()),
+        sh_quote(&request.to_string_lossy()),
+    );
+    let torchrun = format!(
+        "#!/bin/sh\nexec {} -m torch.distributed.run \"$@\"\n",
+        sh_quote(&dir.join("python").to_string_lossy())
+    );
+    for (name, text) in [
+        ("python", &script),
+        ("python3", &script),
+        ("torchrun", &torchrun),
+    ] {
+        let path = dir.join(name);
+        write(&path, text.as_bytes())?;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+            .map_err(|source| Error::Write { path, source })?;
+    }
+    Ok(dir)
+}
+
 pub fn run(
     workspace: &Workspace,
     interpreter: &Interpreter,
-    mode: &str,
-    mut request: serde_json::Value,
-    cwd: &Path,
-    env: &[(String, OsString)],
-    timeout: Duration,
+    job: Job<'_>,
 ) -> Result<Outcome, Error> {
+    let Job {
+        mode,
+        mut request,
+        cwd,
+        env,
+        timeout,
+        shell,
+    } = job;
     let base = workspace.path();
     let results = base.join(format!("results-{mode}.jsonl"));
     let log = base.join(format!("output-{mode}.log"));
@@ -232,11 +309,25 @@ pub fn run(
     )?;
     write(&results, b"")?;
 
-    let mut args = interpreter.args.clone();
-    args.push("-u".into());
-    args.push(base.join("harness").join("run_harness.py").into());
-    args.push(request_path.into());
-    let mut command = duct::cmd(&interpreter.program, &args)
+    let (program, args, path_env) = if let Some(words) = shell {
+        let shims = write_shims(base, interpreter, &request_path)?;
+        let mut paths = vec![shims];
+        if let Some(old) = std::env::var_os("PATH") {
+            paths.extend(std::env::split_paths(&old));
+        }
+        let joined = std::env::join_paths(paths).ok();
+        // A string, not a path: duct runs a one-component path from the current directory.
+        let program = OsString::from(words.first().map_or("", String::as_str));
+        let args: Vec<OsString> = words.iter().skip(1).map(OsString::from).collect();
+        (program, args, joined)
+    } else {
+        let mut args = interpreter.args.clone();
+        args.push("-u".into());
+        args.push(base.join("harness").join("run_harness.py").into());
+        args.push(request_path.into());
+        (interpreter.program.clone().into_os_string(), args, None)
+    };
+    let mut command = duct::cmd(&program, &args)
         .dir(cwd)
         .stdin_null()
         .stderr_to_stdout()
@@ -249,6 +340,9 @@ pub fn run(
         });
     for (key, value) in env {
         command = command.env(key, value);
+    }
+    if let Some(path) = path_env {
+        command = command.env("PATH", path);
     }
 
     let started = Instant::now();
@@ -263,6 +357,8 @@ pub fn run(
         signal: None,
         timed_out: false,
         spawn_error: None,
+        program: program.to_string_lossy().into_owned(),
+        shell: shell.is_some(),
         wall: Duration::ZERO,
         tail: String::new(),
     };
@@ -461,6 +557,8 @@ mod tests {
             signal: None,
             timed_out: false,
             spawn_error: None,
+            program: String::new(),
+            shell: false,
             wall: Duration::ZERO,
             tail: String::new(),
         };

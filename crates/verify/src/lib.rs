@@ -183,8 +183,14 @@ fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
             Launch::Script { path, .. } => {
                 rel(root, &root.join(path)).and_then(|r| entry::inspect(root, &r))
             }
-            Launch::Module { .. } => None,
+            Launch::Module { .. } | Launch::Shell { .. } => None,
         };
+        if matches!(launch, Launch::Shell { .. }) && args.config.is_some() {
+            return Err(
+                "--config cannot be added to a shell launch command; put the config in the command itself"
+                    .to_owned(),
+            );
+        }
         (launch, entry, "the launch command after `--`".to_owned())
     } else if let Some(file) = &args.entry {
         let path = if file.is_absolute() {
@@ -405,7 +411,12 @@ impl Session<'_> {
         }))
     }
 
-    fn harness(&mut self, mode: &str, request: serde_json::Value) -> Option<harness::Outcome> {
+    fn harness(
+        &mut self,
+        mode: &str,
+        request: serde_json::Value,
+        shell: Option<&[String]>,
+    ) -> Option<harness::Outcome> {
         output::progress(
             self.args.quiet,
             &format!(
@@ -414,15 +425,15 @@ impl Session<'_> {
             ),
         );
         let env = self.env();
-        let outcome = match harness::run(
-            &self.workspace,
-            &self.interpreter,
+        let job = harness::Job {
             mode,
             request,
-            &self.root,
-            &env,
-            self.timeout(),
-        ) {
+            cwd: &self.root,
+            env: &env,
+            timeout: self.timeout(),
+            shell,
+        };
+        let outcome = match harness::run(&self.workspace, &self.interpreter, job) {
             Ok(o) => o,
             Err(e) => {
                 self.report.checks.push(Check::fail(
@@ -487,6 +498,10 @@ impl Session<'_> {
         }
         self.report.checks.push(Check::pass("entry", detail));
         let launch = plan.launch.to_json(&self.root);
+        let shell_words = match &plan.launch {
+            Launch::Shell { words } => Some(words.clone()),
+            _ => None,
+        };
         self.report.entry = Some(plan.info);
         for (on, mode) in [(self.args.pipeline, "pipeline"), (self.args.data, "data")] {
             if !on {
@@ -497,7 +512,8 @@ impl Session<'_> {
             };
             request["launch"] = launch.clone();
             request["apply_patcher"] = self.harness_applies.into();
-            let Some(outcome) = self.harness(mode, request) else {
+            let shell = shell_words.as_deref();
+            let Some(outcome) = self.harness(mode, request, shell) else {
                 return;
             };
             if outcome.never_started() {
@@ -511,7 +527,7 @@ impl Session<'_> {
         let Some(request) = self.base_request() else {
             return;
         };
-        let Some(outcome) = self.harness("runtime", request) else {
+        let Some(outcome) = self.harness("runtime", request, None) else {
             return;
         };
         if outcome.never_started() {

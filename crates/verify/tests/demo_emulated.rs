@@ -144,6 +144,43 @@ fn unfixed_demo_fails_through_its_launch_command_too() {
 }
 
 #[test]
+fn launch_scripts_run_under_the_harness_through_python_shims() {
+    let dir = tempfile::tempdir().unwrap();
+    let unfixed = demo(dir.path(), "tiny-vla");
+    let script = "#!/bin/bash\nset -e\npython -c 'print(\"preflight ok\")'\npython train.py --config configs/train.yaml \"$@\"\n";
+    std::fs::write(unfixed.join("run_train.sh"), script).unwrap();
+    let (code, report, stderr) = verify(&unfixed, &["--pipeline", "--", "bash", "run_train.sh"]);
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    assert_eq!(
+        check(&report, "pipeline.run")["data"]["reason"],
+        "cuda-in-use"
+    );
+
+    // The training command exactly as SKILL.md launches it, through train.sh.
+    let fixed = demo(dir.path(), "tiny-vla-fixed");
+    let (code, report, stderr) = verify(
+        &fixed,
+        &[
+            "--pipeline",
+            "--",
+            "bash",
+            "migrate_to_cloudrobo/train.sh",
+            "python",
+            "train.py",
+            "--config",
+            "configs/train.yaml",
+        ],
+    );
+    assert_eq!(
+        code,
+        Some(0),
+        "failures: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    assert_eq!(check(&report, "pipeline.run")["data"]["steps"], 2);
+}
+
+#[test]
 fn fixed_demo_passes_runtime_and_pipeline() {
     let dir = tempfile::tempdir().unwrap();
     let root = demo(dir.path(), "tiny-vla-fixed");

@@ -394,6 +394,27 @@ fn canned_results_become_the_report_and_the_device_list_is_checked() {
 }
 
 #[test]
+fn a_launch_command_that_starts_no_python_cannot_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = good_project(dir.path());
+    let py = fake_python(dir.path(), "exit 0");
+    let out = verify()
+        .arg(&root)
+        .args(["--pipeline", "--python"])
+        .arg(&py)
+        .args(["--", "sh", "-c", "echo 'nothing to train'"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("without starting a Python program"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("nothing to train"), "{stdout}");
+}
+
+#[test]
 fn a_project_without_entry_points_cannot_run_the_pipeline() {
     let dir = tempfile::tempdir().unwrap();
     let root = good_project(dir.path());

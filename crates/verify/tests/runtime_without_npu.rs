@@ -1,4 +1,4 @@
-//! `--runtime` without `--emulate-npu` on the test venv (CPU torch, no torch_npu): stand-in
+//! `--runtime` without `--emulate-npu` on the test venv (CPU torch, no `torch_npu`): stand-in
 //! `torch_npu` packages on `PYTHONPATH` reproduce the import failures of a real machine, which
 //! verify must classify (CANN not sourced, a missing library, a build mismatch, not installed).
 //!
