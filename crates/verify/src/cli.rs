@@ -32,7 +32,7 @@ pub struct Args {
     /// The model project's root.
     pub path: PathBuf,
 
-    /// Check the interpreter: Python, `torch/torch_npu` imports and versions, CANN environment,
+    /// Check the interpreter: Python, the torch and NPU plugin imports and versions, CANN environment,
     /// visible devices, a matmul + backward on each device, bf16, the runtime patches' self-tests,
     /// and the performance environment.
     #[arg(long)]
@@ -42,7 +42,7 @@ pub struct Args {
     #[arg(long)]
     pub pipeline: bool,
 
-    /// Pull --batches batches from the project's `DataLoader` through the training entry.
+    /// Pull --batches batches from the project's data loader through the training entry.
     #[arg(long)]
     pub data: bool,
 
@@ -71,7 +71,7 @@ pub struct Args {
     #[arg(long, value_name = "NAME")]
     pub conda_env: Option<String>,
 
-    /// Run on an emulated `npu` device on the CPU (no NPU, CANN or `torch_npu` needed).
+    /// Run on an emulated npu device on the CPU (no NPU, CANN or NPU plugin needed).
     #[arg(long)]
     pub emulate_npu: bool,
 
@@ -79,7 +79,7 @@ pub struct Args {
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]
     pub timeout: u64,
 
-    /// The `issues.json` to check (default: ./issues.json, else PROJECT/issues.json).
+    /// The issues file to check (default: ./issues.json, else PROJECT/issues.json).
     #[arg(long, value_name = "PATH")]
     pub issues: Option<PathBuf>,
 
