@@ -7,7 +7,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _amp, _backend, _checks, _tensor
+from npu_emulator import _accelerator, _amp, _backend, _checks, _tensor
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._tensor import NPUTensor
 
@@ -129,6 +129,7 @@ def install() -> None:
         lib.impl("_pin_memory", _pin_memory, "CPU")
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
+    _accelerator.install()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()

@@ -235,3 +235,28 @@ def test_backward_works_when_the_engine_started_before_install() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
+
+
+def test_torch_accelerator_functions(npu: torch.device) -> None:
+    assert torch.accelerator.current_accelerator() == torch.device("npu")
+    assert torch.accelerator.device_count() == 1
+    torch.accelerator.synchronize()
+    torch.accelerator.synchronize(npu)
+    torch.accelerator.empty_cache()
+    assert torch.accelerator.memory_allocated() == 0
+    assert torch.accelerator.max_memory_allocated(npu) == 0
+    torch.accelerator.reset_peak_memory_stats()
+    free, total = torch.accelerator.get_memory_info()
+    assert free <= total
+    with pytest.raises(npu_emulator.EmulatedNPUError, match="only npu:0"):
+        torch.accelerator.synchronize(1)
+    with torch.random.fork_rng(device_type="npu"):
+        inside = torch.rand(3, device=npu).cpu()
+    assert torch.equal(torch.rand(3, device=npu).cpu(), inside)  # fork_rng restored the device stream
+
+
+def test_dataloader_workers_with_pinned_memory(npu: torch.device) -> None:
+    dataset = torch.utils.data.TensorDataset(torch.arange(16.0).view(8, 2), torch.arange(8))
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4, pin_memory=True, num_workers=2)
+    seen = [features.to(npu, non_blocking=True).sum().item() for features, _ in loader]
+    assert seen == [28.0, 92.0]
