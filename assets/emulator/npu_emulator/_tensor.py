@@ -24,7 +24,8 @@ aten = torch.ops.aten
 # Set by install(): the device type "npu" exists only after PrivateUse1 was renamed.
 DEVICE = torch.device("cpu")
 
-_ORIGINAL_NUMPY = torch.Tensor.numpy
+# The C method; a runtime patch replaces torch.Tensor.numpy, never the base class's.
+_ORIGINAL_NUMPY = torch._C.TensorBase.numpy
 _NUMPY_MESSAGE = (
     "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 )
@@ -52,7 +53,9 @@ _INDEX_OPS = frozenset(
 
 def _device_numpy(tensor: NPUTensor, *, force: bool = False) -> Any:
     """``Tensor.numpy()`` of a device tensor: fails as on a real device (``force=True`` copies to host)."""
-    if force or not ENABLED["numpy"]:
+    if force:  # as for any device tensor: a host copy
+        return tensor.elem.detach().clone().numpy()
+    if not ENABLED["numpy"]:
         return tensor.elem.detach().numpy()
     raise _checks.numpy_error(_NUMPY_MESSAGE)
 

@@ -241,3 +241,26 @@ def test_disable_from_the_environment() -> None:
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert done.returncode != 0
     assert "unknown restriction group 'bogus'" in done.stderr
+
+
+def test_numpy_patch_applied_before_the_emulator_is_imported() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, torch\n"
+        "original = torch.Tensor.numpy\n"
+        "torch.Tensor.numpy = lambda self, *, force=False: original(self.cpu(), force=force)\n"
+        f"sys.path.insert(0, {str(EMULATOR)!r})\n"
+        "import npu_emulator\n"
+        "npu_emulator.install()\n"
+        "print(torch.ones(2, device='npu').numpy().tolist())\n"
+        "torch.Tensor.numpy = original\n"
+        "try:\n"
+        "    torch.ones(2, device='npu').numpy()\n"
+        "except TypeError as error:\n"
+        "    print('emulated npu' in str(error))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[1.0,", "1.0]", "True"]
