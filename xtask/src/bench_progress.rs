@@ -81,56 +81,57 @@ pub fn run(args: &Args) -> Result<()> {
     );
 
     // Issues to mark, in an order no --next run touches (from the end of the file).
-    let mut ids: Vec<String> = file.issues.iter().rev().map(|i| i.id.clone()).collect();
-    let bench = Bench { binary, dir };
+    let mut ids: Vec<(String, String)> = file
+        .issues
+        .iter()
+        .rev()
+        .map(|i| (i.id.clone(), i.file.clone()))
+        .collect();
+    let bench = Bench {
+        binary,
+        dir,
+        time: Path::new("/usr/bin/time").exists(),
+    };
+    let runs = args.runs;
     let mut rows: Vec<Row> = Vec::new();
 
     // --next, first time an issue is shown: records a `shown` entry (a write). Marking the
     // shown issue fixed between runs (untimed) moves on to a new one.
     let mut samples = Vec::new();
-    for _ in 0..args.runs {
-        samples.push(bench.time(&["issues.json", "--next"], 0)?);
+    for _ in 0..runs {
+        samples.push(bench.sample(&["issues.json", "--next"], 0)?);
         let id = bench.next_id()?;
         bench.run_quiet(&["issues.json", "--fixed", &id, "--force"])?;
     }
-    let rss = bench.peak_rss_mb(&["issues.json", "--next"])?;
-    rows.push(Row::new("--next (first show, writes)", samples, rss));
+    rows.push(Row::new("--next (first show, writes)", &samples));
 
-    let samples = (0..args.runs)
-        .map(|_| bench.time(&["issues.json", "--next"], 0))
+    let samples = (0..runs)
+        .map(|_| bench.sample(&["issues.json", "--next"], 0))
         .collect::<Result<Vec<_>>>()?;
-    let rss = bench.peak_rss_mb(&["issues.json", "--next"])?;
-    rows.push(Row::new("--next (shown before, read only)", samples, rss));
+    rows.push(Row::new("--next (shown before, read only)", &samples));
 
     let mut samples = Vec::new();
-    for _ in 0..args.runs {
-        let id = ids.pop().context("out of issues")?;
-        samples.push(bench.time(&["issues.json", "--fixed", &id, "--force"], 0)?);
+    for _ in 0..runs {
+        let (id, _) = ids.pop().context("out of issues")?;
+        samples.push(bench.sample(&["issues.json", "--fixed", &id, "--force"], 0)?);
     }
-    let id = ids.pop().context("out of issues")?;
-    let rss = bench.peak_rss_mb(&["issues.json", "--fixed", &id, "--force"])?;
-    rows.push(Row::new("--fixed --force (no re-check)", samples, rss));
+    rows.push(Row::new("--fixed --force (no re-check)", &samples));
 
+    // The code is fixed first (untimed), as a user does before running --fixed.
     let mut samples = Vec::new();
-    for _ in 0..args.runs {
-        let id = ids.pop().context("out of issues")?;
-        samples.push(bench.time(&["issues.json", "--fixed", &id], 0)?);
+    for _ in 0..runs {
+        let (id, rel) = ids.pop().context("out of issues")?;
+        fs::write(dir.join("proj").join(rel), source(args.per_file, true))?;
+        samples.push(bench.sample(&["issues.json", "--fixed", &id], 0)?);
     }
-    let id = ids.pop().context("out of issues")?;
-    let rss = bench.peak_rss_mb(&["issues.json", "--fixed", &id])?;
-    rows.push(Row::new("--fixed (re-scans the project)", samples, rss));
+    rows.push(Row::new("--fixed (re-scans the project)", &samples));
 
-    let samples = (0..args.runs)
-        .map(|_| bench.time(&["issues.json", "--check-complete"], 1))
+    let samples = (0..runs)
+        .map(|_| bench.sample(&["issues.json", "--check-complete"], 1))
         .collect::<Result<Vec<_>>>()?;
-    let rss = bench.peak_rss_mb(&["issues.json", "--check-complete"])?;
-    rows.push(Row::new(
-        "--check-complete (lists all pending)",
-        samples,
-        rss,
-    ));
+    rows.push(Row::new("--check-complete (lists all pending)", &samples));
 
-    print_rows(&rows);
+    print_rows(&rows, bench.time);
     Ok(())
 }
 
@@ -215,16 +216,9 @@ fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
     let files = count.div_ceil(per_file);
     for f in 0..files {
         let rel = format!("pkg_{:02}/module_{f:04}.py", f % 25);
-        let mut source = String::from("import torch\n\n\nclass Block(torch.nn.Module):\n");
-        for k in 0..per_file {
-            let _ = write!(
-                source,
-                "    def step_{k}(self, x):\n        noise_{k} = torch.randn(x.shape[0], {k})\n        return x + noise_{k}\n"
-            );
-        }
         let path = dir.join("proj").join(&rel);
         fs::create_dir_all(path.parent().context("a file has a parent")?)?;
-        fs::write(&path, source)?;
+        fs::write(&path, source(per_file, false))?;
         for k in 0..per_file.min(count - issues.len()) {
             let n = issues.len();
             let (pattern, category) = PATTERNS[n % PATTERNS.len()];
@@ -288,22 +282,59 @@ fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
     Ok(issue_model::merge(None, fresh, now).0)
 }
 
+/// A generated module: one method per finding, each drawing noise with `torch.randn`; `fixed`
+/// draws it on the input's device.
+fn source(per_file: usize, fixed: bool) -> String {
+    let device = if fixed { ", device=x.device" } else { "" };
+    let mut text = String::from("import torch\n\n\nclass Block(torch.nn.Module):\n");
+    for k in 0..per_file {
+        let _ = write!(
+            text,
+            "    def step_{k}(self, x):\n        noise_{k} = torch.randn(x.shape[0], {k}{device})\n        return x + noise_{k}\n"
+        );
+    }
+    text
+}
+
 struct Bench<'a> {
     binary: PathBuf,
     dir: &'a Path,
+    /// `/usr/bin/time` is there to report CPU time and peak memory.
+    time: bool,
+}
+
+/// One run: wall time, and where `/usr/bin/time` is available, CPU time and peak RSS.
+struct Sample {
+    wall_ms: f64,
+    cpu_ms: Option<f64>,
+    rss_mb: Option<f64>,
 }
 
 impl Bench<'_> {
-    /// Wall milliseconds of one run, which must exit with `expected`.
-    fn time(&self, args: &[&str], expected: i32) -> Result<f64> {
+    /// Run `npu-progress args` once; it must exit with `expected`.
+    fn sample(&self, args: &[&str], expected: i32) -> Result<Sample> {
+        let report = self.dir.join("time.txt");
+        let (program, command_line): (PathBuf, Vec<String>) = if self.time {
+            let mut command_line: Vec<String> = ["-f", "%U %S %M", "-o"]
+                .map(str::to_owned)
+                .into_iter()
+                .collect();
+            command_line.push(report.display().to_string());
+            command_line.push(self.binary.display().to_string());
+            command_line.extend(args.iter().map(|a| (*a).to_owned()));
+            (PathBuf::from("/usr/bin/time"), command_line)
+        } else {
+            let command_line = args.iter().map(|a| (*a).to_owned()).collect();
+            (self.binary.clone(), command_line)
+        };
         let started = Instant::now();
-        let output = duct::cmd(&self.binary, args)
+        let output = duct::cmd(program, command_line)
             .dir(self.dir)
             .stdout_null()
             .stderr_capture()
             .unchecked()
             .run()?;
-        let ms = started.elapsed().as_secs_f64() * 1000.0;
+        let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
         if output.status.code() != Some(expected) {
             bail!(
                 "npu-progress {} exited with {:?}: {}",
@@ -312,7 +343,28 @@ impl Bench<'_> {
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        Ok(ms)
+        let (mut cpu_ms, mut rss_mb) = (None, None);
+        if self.time {
+            // `/usr/bin/time` writes a line first when the command fails; the figures are last.
+            let text = fs::read_to_string(&report)?;
+            let figures: Vec<f64> = text
+                .lines()
+                .last()
+                .unwrap_or("")
+                .split_whitespace()
+                .map(str::parse)
+                .collect::<Result<_, _>>()
+                .with_context(|| format!("unexpected /usr/bin/time output: {text}"))?;
+            if let [user, system, kib] = figures.as_slice() {
+                cpu_ms = Some((user + system) * 1000.0);
+                rss_mb = Some(kib / 1024.0);
+            }
+        }
+        Ok(Sample {
+            wall_ms,
+            cpu_ms,
+            rss_mb,
+        })
     }
 
     fn run_quiet(&self, args: &[&str]) -> Result<()> {
@@ -336,71 +388,52 @@ impl Bench<'_> {
             .map(str::to_owned)
             .context("--next showed no issue")
     }
-
-    /// Peak resident memory of one run, from `/usr/bin/time -f %M` (KiB); `None` without it.
-    fn peak_rss_mb(&self, args: &[&str]) -> Result<Option<f64>> {
-        let time = Path::new("/usr/bin/time");
-        if !time.exists() {
-            return Ok(None);
-        }
-        let report = self.dir.join("rss.txt");
-        let mut command: Vec<String> = vec![
-            "-f".to_owned(),
-            "%M".to_owned(),
-            "-o".to_owned(),
-            report.display().to_string(),
-        ];
-        command.push(self.binary.display().to_string());
-        command.extend(args.iter().map(|a| (*a).to_owned()));
-        duct::cmd(time, command)
-            .dir(self.dir)
-            .stdout_null()
-            .stderr_null()
-            .unchecked()
-            .run()?;
-        let text = fs::read_to_string(&report)?;
-        let kib: f64 = text
-            .lines()
-            .last()
-            .unwrap_or("")
-            .trim()
-            .parse()
-            .with_context(|| format!("unexpected /usr/bin/time output: {text}"))?;
-        Ok(Some(kib / 1024.0))
-    }
 }
 
 struct Row {
     name: &'static str,
-    median: f64,
-    min: f64,
-    max: f64,
+    wall: (f64, f64, f64),
+    cpu_ms: Option<f64>,
     rss_mb: Option<f64>,
 }
 
 impl Row {
-    fn new(name: &'static str, mut samples: Vec<f64>, rss_mb: Option<f64>) -> Row {
-        samples.sort_by(f64::total_cmp);
+    fn new(name: &'static str, samples: &[Sample]) -> Row {
+        let median = |mut v: Vec<f64>| -> Option<f64> {
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied()
+        };
+        let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
+        wall.sort_by(f64::total_cmp);
+        let cpu: Vec<f64> = samples.iter().filter_map(|s| s.cpu_ms).collect();
         Row {
             name,
-            median: samples[samples.len() / 2],
-            min: samples[0],
-            max: samples[samples.len() - 1],
-            rss_mb,
+            wall: (wall[wall.len() / 2], wall[0], wall[wall.len() - 1]),
+            cpu_ms: median(cpu),
+            rss_mb: samples
+                .iter()
+                .filter_map(|s| s.rss_mb)
+                .max_by(f64::total_cmp),
         }
     }
 }
 
-fn print_rows(rows: &[Row]) {
+fn print_rows(rows: &[Row], timed: bool) {
+    if timed {
+        println!(
+            "wall includes starting /usr/bin/time; cpu = user + system, 10 ms resolution; peak = max RSS"
+        );
+    }
     println!(
-        "{:<38} {:>9} {:>8} {:>8} {:>9}  targets (<50 ms, <100 MB)",
-        "command", "median ms", "min ms", "max ms", "peak MB"
+        "{:<38} {:>9} {:>8} {:>8} {:>8} {:>8}  targets (<50 ms, <100 MB)",
+        "command", "median ms", "min ms", "max ms", "cpu ms", "peak MB"
     );
+    let figure = |v: Option<f64>, digits: usize| {
+        v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
+    };
     for row in rows {
-        let rss = row
-            .rss_mb
-            .map_or_else(|| "n/a".to_owned(), |mb| format!("{mb:.1}"));
-        let verdict = match (row.median < TARGET_MS, row.rss_mb.map(|mb| mb < TARGET_MB)) {
+        let (median, min, max) = row.wall;
+        let verdict = match (median < TARGET_MS, row.rss_mb.map(|mb| mb < TARGET_MB)) {
             (true, Some(true)) => "met",
             (true, None) => "time met; memory not measured (no /usr/bin/time)",
             (false, Some(true)) => "time MISSED, memory met",
@@ -408,8 +441,10 @@ fn print_rows(rows: &[Row]) {
             (false, _) => "MISSED",
         };
         println!(
-            "{:<38} {:>9.1} {:>8.1} {:>8.1} {:>9}  {verdict}",
-            row.name, row.median, row.min, row.max, rss
+            "{:<38} {median:>9.1} {min:>8.1} {max:>8.1} {:>8} {:>8}  {verdict}",
+            row.name,
+            figure(row.cpu_ms, 0),
+            figure(row.rss_mb, 1),
         );
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod ids;
+pub mod layout;
 pub mod merge;
 pub mod schema;
 pub mod store;

@@ -111,14 +111,15 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Pretty JSON and a trailing newline, the on-disk form.
+    /// The on-disk form: [`crate::layout`] and a trailing newline.
     fn write_to(&self, writer: &mut dyn Write) -> std::io::Result<()> {
-        serde_json::to_writer_pretty(&mut *writer, self).map_err(std::io::Error::from)?;
+        crate::layout::write(&mut *writer, self)?;
         writer.write_all(b"\n")
     }
 }
 
-/// Serialize with a recomputed summary, pretty-printed, with a trailing newline.
+/// Serialize with a recomputed summary, in the on-disk layout (each issue on one line), with a
+/// trailing newline.
 pub fn to_json(file: &IssuesFile) -> String {
     let mut bytes = Vec::new();
     Out::of(file).write_to(&mut bytes).unwrap_or_else(|e| {

@@ -87,11 +87,7 @@ fn problems(file: &IssuesFile) -> Vec<Problem> {
                 message,
             });
         };
-        let who = if issue.id.is_empty() {
-            format!("issues[{index}]")
-        } else {
-            format!("issue {}", issue.id)
-        };
+        let who = Who { issue, index };
         if issue.id.is_empty() || issue.id.chars().any(char::is_whitespace) {
             at(
                 "id",
@@ -165,7 +161,7 @@ fn problems(file: &IssuesFile) -> Vec<Problem> {
     out
 }
 
-fn check_position(issue: &Issue, who: &str, at: &mut impl FnMut(&'static str, String)) {
+fn check_position(issue: &Issue, who: &Who<'_>, at: &mut impl FnMut(&'static str, String)) {
     if issue.file.is_empty() {
         at("file", format!("{who} has an empty `file`"));
     } else if issue.file.starts_with('/') || issue.file.get(1..3) == Some(":\\") {
@@ -201,6 +197,23 @@ fn check_position(issue: &Issue, who: &str, at: &mut impl FnMut(&'static str, St
                 issue.end_column, issue.column
             ),
         );
+    }
+}
+
+/// How a problem names its issue: by id, or by index when the id is empty. Formatted only
+/// when there is a problem to report.
+struct Who<'a> {
+    issue: &'a Issue,
+    index: usize,
+}
+
+impl std::fmt::Display for Who<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.issue.id.is_empty() {
+            write!(f, "issues[{}]", self.index)
+        } else {
+            write!(f, "issue {}", self.issue.id)
+        }
     }
 }
 

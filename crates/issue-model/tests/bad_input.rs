@@ -188,15 +188,16 @@ fn file_edited_during_an_update_is_not_overwritten() {
 #[test]
 fn validation_errors_point_at_the_field() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    // The line and character column where the `nth` occurrence of `needle` starts.
     let line_of = |text: &str, needle: &str, nth: usize| {
-        text.lines()
-            .enumerate()
-            .filter(|(_, l)| l.contains(needle))
+        let offset = text
+            .match_indices(needle)
             .nth(nth)
-            .map_or_else(
-                || panic!("no {needle}"),
-                |(n, l)| (n + 1, l.find('"').map_or(0, |c| c + 1)),
-            )
+            .map_or_else(|| panic!("no {needle}"), |(offset, _)| offset);
+        let before = &text[..offset];
+        let line = before.matches('\n').count() + 1;
+        let line_start = before.rfind('\n').map_or(0, |p| p + 1);
+        (line, before[line_start..].chars().count() + 1)
     };
     let cases: Vec<(String, &str, usize, &str)> = vec![
         (
