@@ -571,8 +571,6 @@ class TensorIndexDevice(_Patch):
             mode = _IndexFunctionMode(self)
             mode.__enter__()
             self._mode = mode
-            # A sentinel swap so `installed` is true; uninstall() pops the mode.
-            self._swaps.append(({}, "mode", _MISSING))
             return
         fire = self.fired
         get = _TensorBase.__getitem__
@@ -602,6 +600,10 @@ class TensorIndexDevice(_Patch):
 
         self.swap(_Tensor, "__getitem__", __getitem__)
         self.swap(_Tensor, "__setitem__", __setitem__)
+
+    @property
+    def installed(self) -> bool:
+        return self._mode is not None or bool(self._swaps)
 
     def uninstall(self) -> None:
         if self._mode is not None:
@@ -1341,6 +1343,7 @@ class Patcher:
                     self._skipped[patch.name] = reason
                     continue
                 done.append(patch)
+                patch.notes.clear()
                 patch.install()
         except BaseException:
             for patch in reversed(done):
