@@ -407,7 +407,9 @@ pub fn summary(ctx: &mut Ctx<'_>) -> Result<Exit> {
         count(&summary.by_status, Status::Pending)
     );
     text.push_str(&render::table(&header, &table));
-    text.push_str("\ntime spent (first shown by --next until fixed or skipped):\n");
+    text.push_str(
+        "\ntime spent (shown by --next, reopened or regressed, until fixed or skipped):\n",
+    );
     if time.is_empty() {
         text.push_str("  none measured yet\n");
     } else {

@@ -34,10 +34,7 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
             looked.join(", ")
         ));
     };
-    let settings = scan::Settings {
-        threads: 1,
-        ..scan::Settings::default()
-    };
+    let settings = scan::Settings::default();
     let result = match scan::scan_files(&root, std::slice::from_ref(&issue.file), &settings) {
         Ok(result) => result,
         Err(e) => return Recheck::Unchecked(format!("the scan failed: {e}")),

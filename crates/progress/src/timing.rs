@@ -1,5 +1,6 @@
-//! Time spent on issues, from their history: work on an issue starts when `--next` first shows
-//! it (a `shown` entry) and ends when it is marked fixed or skipped.
+//! Time spent on issues, from their history: a round of work on an issue starts when `--next`
+//! shows it (a `shown` entry) or it comes back (`reopened`, `regressed`), and ends when it is
+//! marked fixed or skipped. The same measure as the adaptation summary of `npu-assets`.
 
 use issue_model::{HistoryStatus, Issue};
 
@@ -16,8 +17,9 @@ pub fn needs_shown(issue: &Issue) -> bool {
     true
 }
 
-/// Seconds spent on `issue`: the sum of each `shown` → `fixed`/`skipped` stretch of its history.
-/// `None` when no stretch is complete (never shown, or not finished).
+/// Seconds spent on `issue`: the sum over rounds, each from the first `shown`, `reopened` or
+/// `regressed` entry to the `fixed`/`skipped` entry that follows. `None` when no round is
+/// complete (never shown, or not finished).
 pub fn seconds_spent(issue: &Issue) -> Option<i64> {
     let mut started: Option<jiff::Timestamp> = None;
     let mut total: Option<i64> = None;
@@ -26,7 +28,7 @@ pub fn seconds_spent(issue: &Issue) -> Option<i64> {
             continue;
         };
         match entry.status {
-            HistoryStatus::Shown => {
+            HistoryStatus::Shown | HistoryStatus::Reopened | HistoryStatus::Regressed => {
                 started.get_or_insert(at);
             }
             HistoryStatus::Fixed | HistoryStatus::Skipped => {
@@ -92,7 +94,7 @@ mod tests {
     }
 
     #[test]
-    fn time_is_the_sum_of_shown_to_done_stretches() {
+    fn time_is_the_sum_of_rounds() {
         use HistoryStatus::{Fixed, Found, Regressed, Shown, Skipped};
         assert_eq!(
             seconds_spent(&with_history(&[("2025-01-01T00:00:00Z", Found)])),
@@ -111,7 +113,8 @@ mod tests {
             ("2025-01-01T02:00:00Z", Shown),
             ("2025-01-01T02:00:10+00:00", Skipped),
         ]);
-        assert_eq!(seconds_spent(&twice), Some(70));
+        // 60 s, then from the regression at 01:00 to the skip at 02:00:10.
+        assert_eq!(seconds_spent(&twice), Some(60 + 3610));
         // Marked fixed without ever being shown: no measure.
         let unshown = with_history(&[
             ("2025-01-01T00:00:00Z", Found),

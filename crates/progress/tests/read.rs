@@ -417,7 +417,7 @@ P_FLA          0      0        1      1
 P_RND          0      1        0      1
 total          0      1        1      2
 
-time spent (first shown by --next until fixed or skipped):
+time spent (shown by --next, reopened or regressed, until fixed or skipped):
   RND-000001    4m30s  fixed
   FLA-000002    1h02m  skipped
   total         1h06m  over 2 issues
