@@ -551,7 +551,8 @@ class TensorIndexDevice(_Patch):
     again but that ``torch.tensor``/``torch.as_tensor`` behaviour stays for the rest of the process.
 
     ``"mode"``: a ``TorchFunctionMode`` pushed on apply and popped on remove: fully reversible, but every torch
-    call in the process pays a Python round trip (~1-3 us), which matters for host-bound training steps.
+    call pays a Python round trip (~1-3 us), which matters for host-bound training steps. Torch keeps the mode
+    stack per thread: only the thread that called ``apply()`` is covered (and must call ``remove()``).
     """
 
     name = "TensorIndexDevice"

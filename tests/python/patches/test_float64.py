@@ -96,9 +96,11 @@ def test_double_on_device_is_float32(accel, make_patcher):
 
 def test_module_to_device_and_double(accel, make_patcher):
     model = torch.nn.Linear(3, 2).to(F64)
-    make_patcher()
+    patcher = make_patcher()
     model.to(accel)
     assert {p.dtype for p in model.parameters()} == {torch.float32}
+    site = next(r.first_call_site for r in patcher.report() if r.name == "Float64To32")
+    assert "test_float64.py" in site and "test_module_to_device_and_double" in site, site
     model.double()
     assert {p.dtype for p in model.parameters()} == {torch.float32}
     out = model(torch.ones(4, 3, device=accel))
