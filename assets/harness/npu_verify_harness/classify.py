@@ -66,8 +66,36 @@ def source_line(project_root, where):
     return ""
 
 
+_FRAME = re.compile(r'File "([^"]+)", line (\d+), in (\S+)')
+
+
+def worker_error(text, project_root):
+    """(reason, detail, remedy) for an exception re-raised from a DataLoader worker, whose own traceback
+    is only in the message text."""
+    root = os.path.abspath(project_root) + os.sep
+    where = None
+    for path, line, func in _FRAME.findall(text):
+        if os.path.abspath(path).startswith(root):
+            where = (os.path.relpath(path, project_root).replace(os.sep, "/"), int(line), func)
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    final = lines[-1].strip() if lines else text.strip()
+    place = ""
+    if where is not None:
+        place = " at {}:{} in {}".format(*where)
+        code = source_line(project_root, where)
+        if code:
+            place += " (`{}`)".format(code)
+    return (
+        "worker-error",
+        "a DataLoader worker raised{}: {}".format(place, final),
+        "fix the dataset code at the place shown; `num_workers: 0` runs it in the main process for debugging",
+    )
+
+
 def classify(exc, project_root):
     """(reason, detail, remedy) for an exception raised by the user's program."""
+    if "in DataLoader worker process" in str(exc):
+        return worker_error(str(exc), project_root)
     where = user_frame(exc.__traceback__, project_root)
     place = ""
     if where is not None:

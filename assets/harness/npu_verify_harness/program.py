@@ -383,13 +383,12 @@ def report_data(request, results, loaders, outcome):
     got = len(info["batches"])
     if error is not None:
         reason, detail, remedy = classify(error, root)
-        worker = "DataLoader worker" in str(error)
         results.check(
-            "data.workers" if worker else "data.run",
+            "data.workers" if reason == "worker-error" else "data.run",
             FAIL,
             "after {} of {} batches, {}".format(got, want, detail),
             remedy,
-            data={"reason": "worker-error" if worker else reason},
+            data={"reason": reason},
         )
     elif got < want:
         results.check("data.run", FAIL, "the DataLoader ended after {} of {} batches".format(got, want),

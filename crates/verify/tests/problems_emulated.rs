@@ -201,3 +201,31 @@ fn an_argument_error_is_an_early_exit() {
     let run = check(&report, "pipeline.run");
     assert_eq!(run["data"]["reason"], "exit", "{run:#}");
 }
+
+#[test]
+fn a_dataset_error_in_a_worker_is_traced_to_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    std::fs::write(
+        root.join("train.py"),
+        "import torch\nfrom torch.utils.data import DataLoader, Dataset\n\n\nclass Episodes(Dataset):\n    \
+         def __len__(self):\n        return 64\n\n    def __getitem__(self, i):\n        if i == 5:\n            \
+         raise ValueError(f\"corrupt episode {i}\")\n        return {\"obs\": torch.randn(3)}\n\n\n\
+         if __name__ == \"__main__\":\n    for batch in DataLoader(Episodes(), batch_size=4, num_workers=2):\n        pass\n",
+    )
+    .unwrap();
+    let mut cmd = Command::cargo_bin("npu-verify").unwrap();
+    let out = cmd
+        .arg(&root)
+        .args(["--data", "--emulate-npu", "--format", "json", "--python"])
+        .arg(python())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let workers = check(&report, "data.workers");
+    assert_eq!(workers["data"]["reason"], "worker-error", "{workers:#}");
+    let detail = workers["detail"].as_str().unwrap();
+    assert!(detail.contains("train.py:11 in __getitem__"), "{detail}");
+    assert!(detail.contains("ValueError: corrupt episode 5"), "{detail}");
+}
