@@ -94,6 +94,21 @@ def setup_torch(request, results):
     try:
         import torch
     except BaseException as exc:
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        if "torch_npu" in text and getattr(exc, "name", None) != "torch":
+            # torch >= 2.5 imports installed device backends (torch_npu) while it is imported itself.
+            from .classify import classify_torch_npu_import
+
+            reason, detail, remedy = classify_torch_npu_import(exc)
+            results.check(
+                "runtime.torch_npu",
+                FAIL,
+                "import torch failed while it loaded torch_npu: " + detail,
+                remedy + " (TORCH_DEVICE_BACKEND_AUTOLOAD=0 imports torch without torch_npu)",
+                data={"reason": reason},
+                emulated=False,
+            )
+            return None
         results.check(
             "runtime.torch",
             FAIL,

@@ -37,7 +37,7 @@ def run(request, results, setup_torch):
                 mode + ".patcher",
                 FAIL,
                 "{} cannot be imported: {}".format(request["patches_file"], watch.error),
-                "copy the shipped runtime_patches.py again (`npu-assets init PROJECT`)",
+                "restore the shipped runtime_patches.py (`npu-assets init PROJECT --force`)",
             )
     if request.get("apply_patcher") and watch.module is not None:
         try:

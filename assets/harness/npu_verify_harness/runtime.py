@@ -213,7 +213,7 @@ def check_patches(request, results):
             "runtime.patches",
             FAIL,
             "{} cannot be imported: {}".format(path, watch.error),
-            "copy the shipped runtime_patches.py again (`npu-assets init PROJECT` or the cp line in SKILL.md)",
+            "restore the shipped runtime_patches.py (`npu-assets init PROJECT --force`, or the cp line in SKILL.md)",
         )
         return
     self_test = getattr(module, "self_test", None)

@@ -100,9 +100,10 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
     let plan = plan_entry(args, &abs_root);
 
     // Static checks.
-    report.checks.push(statics::migrate_dir(&abs_root));
+    // Static checks show paths as the user gave them.
+    report.checks.push(statics::migrate_dir(root));
     report.checks.push(statics::runtime_patches(
-        &abs_root,
+        root,
         patch_assets::get("runtime_patches.py"),
     ));
     let entry_file = plan.as_ref().ok().and_then(|p| p.entry_file.clone());
@@ -111,7 +112,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
     report.checks.push(entry_patcher);
     report
         .checks
-        .push(statics::issues(args.issues.as_deref(), &abs_root));
+        .push(statics::issues(args.issues.as_deref(), root));
 
     if !(args.runtime || args.pipeline || args.data) {
         output::progress(
@@ -290,8 +291,14 @@ fn choose_config(
         }
         let is_hydra = entry.is_some_and(|e| e.hydra);
         return match entry::resolve_file(config, root) {
+            // Relative to the project root when inside it: the program runs there.
             Some(path) => Ok((
-                Some(path.display().to_string()),
+                Some(
+                    path.strip_prefix(root)
+                        .unwrap_or(&path)
+                        .display()
+                        .to_string(),
+                ),
                 Some("--config".to_owned()),
             )),
             None if is_hydra => Ok((
@@ -366,6 +373,9 @@ impl Session<'_> {
         if self.args.emulate_npu {
             // A machine with an NPU has no CUDA device: code that still asks for CUDA must fail here too.
             env.push(("CUDA_VISIBLE_DEVICES".into(), OsString::new()));
+            // A real torch_npu must not load with torch (torch >= 2.5 autoloads backends): the
+            // emulator needs the npu device name for itself.
+            env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
         }
         env
     }

@@ -154,15 +154,16 @@ pub fn runtime_patches(root: &Path, shipped: Option<&[u8]>) -> Check {
         Check::warn(
             NAME,
             detail,
-            "keep local changes only on purpose: `npu-assets init PROJECT` shows the difference and restores the \
-             shipped file; document intended changes in ADAPTATION_SUMMARY.md",
+            "compare with `npu-assets show runtime_patches.py | diff - migrate_to_cloudrobo/runtime_patches.py`; \
+             `npu-assets init PROJECT` updates an untouched older copy, `--force` replaces an edited one; keep \
+             edits only on purpose and note them in ADAPTATION_SUMMARY.md",
         )
         .with_data(data)
     } else {
         Check::fail(
             NAME,
             format!("{detail}; it defines neither build_vla_patcher nor build_npu_patcher"),
-            "copy the shipped runtime_patches.py again (`npu-assets init PROJECT`)",
+            "restore the shipped runtime_patches.py: `npu-assets init PROJECT --force`",
         )
         .with_data(data)
     }
