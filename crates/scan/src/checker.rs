@@ -276,12 +276,15 @@ impl<'a> Checker<'a> {
     }
 
     fn record_call(&mut self, call: &'a ast::ExprCall, range: TextRange) {
-        let qualified = self.semantic.resolve(&call.func);
         let last = match call.func.as_ref() {
             Expr::Name(n) => n.id.as_str(),
             Expr::Attribute(a) => a.attr.as_str(),
             _ => "",
         };
+        // Resolving allocates: only for the names an entry point can be called by.
+        let qualified = matches!(last, "Fire" | "cli" | "LightningCLI")
+            .then(|| self.semantic.resolve(&call.func))
+            .flatten();
         if matches!(last, "build_vla_patcher" | "build_npu_patcher") {
             self.facts.sets_up_npu = true;
         }

@@ -359,7 +359,8 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
         }
         Ok(parsed) => {
             outcome.suppressions = Suppressions::parse(
-                parsed.comments.iter().map(|c| {
+                // Only directive comments need a position (most comments are prose).
+                parsed.comments.iter().filter(|c| c.text.contains("npu:")).map(|c| {
                     let (line, column) = file.position(c.range.start());
                     (line, column, c.text.as_str())
                 }),

@@ -36,6 +36,9 @@ impl Suppressions {
     ) -> Suppressions {
         let mut out = Suppressions::default();
         for (line, column, text) in comments {
+            if !text.contains("npu:") {
+                continue;
+            }
             let Some(caps) = DIRECTIVE.captures(text) else {
                 continue;
             };
