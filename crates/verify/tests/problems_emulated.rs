@@ -229,3 +229,45 @@ fn a_dataset_error_in_a_worker_is_traced_to_its_line() {
     assert!(detail.contains("train.py:11 in __getitem__"), "{detail}");
     assert!(detail.contains("ValueError: corrupt episode 5"), "{detail}");
 }
+
+#[test]
+fn conda_env_runs_the_harness_through_conda_run() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    let conda = dir.path().join("conda");
+    let log = dir.path().join("conda-args");
+    std::fs::write(
+        &conda,
+        format!(
+            "#!/bin/sh\necho \"$@\" > '{}'\nshift 5\nexec '{}' \"$@\"\n",
+            log.display(),
+            python().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&conda, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::cargo_bin("npu-verify")
+        .unwrap()
+        .arg(&root)
+        .args([
+            "--runtime",
+            "--emulate-npu",
+            "--format",
+            "json",
+            "--conda-env",
+            "npu-env",
+        ])
+        .env("CONDA_EXE", &conda)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["interpreter"]["source"], "--conda-env npu-env");
+    let args = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        args.starts_with("run --no-capture-output -n npu-env python -u "),
+        "{args}"
+    );
+    assert_eq!(check(&report, "runtime.device_ops")["status"], "pass");
+}
