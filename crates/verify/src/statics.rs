@@ -189,10 +189,37 @@ pub fn patcher_calls(root: &Path, files: &[String]) -> Vec<(String, usize)> {
     out
 }
 
+static ASSIGNED: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:\w+\.)*build_(?:vla|npu)_patcher\s*\(").unwrap()
+});
+
+/// Whether the builder call on `line` (1-based) of `text` is applied: `.apply()` on the same line,
+/// `with build_…(…)`, or a variable it is assigned to that gets `.apply()` / `with` in the file.
+pub fn is_applied(text: &str, line: usize) -> bool {
+    let Some(code) = text.lines().nth(line.saturating_sub(1)) else {
+        return false;
+    };
+    let code = code.split('#').next().unwrap_or("");
+    if code.contains(".apply(") || code.trim_start().starts_with("with ") {
+        return true;
+    }
+    let Some(name) = ASSIGNED.captures(code).map(|c| c[1].to_owned()) else {
+        return false;
+    };
+    let used = Regex::new(&format!(r"\b{name}\s*\.\s*apply\s*\(|\bwith\s+{name}\b"));
+    used.is_ok_and(|re| {
+        text.lines()
+            .any(|l| re.is_match(l.split('#').next().unwrap_or("")))
+    })
+}
+
 /// An entry point applies the runtime patcher.
 pub fn entry_patcher(root: &Path, files: &[String], entry: Option<&str>) -> Check {
     const NAME: &str = "static.entry_patcher";
-    let calls = patcher_calls(root, files);
+    let all = patcher_calls(root, files);
+    let (calls, unapplied): (Vec<_>, Vec<_>) = all.into_iter().partition(|(file, line)| {
+        std::fs::read_to_string(root.join(file)).is_ok_and(|text| is_applied(&text, *line))
+    });
     let where_ = |calls: &[(String, usize)]| {
         calls
             .iter()
@@ -205,6 +232,16 @@ pub fn entry_patcher(root: &Path, files: &[String], entry: Option<&str>) -> Chec
          `build_vla_patcher().apply()` (train.sh puts migrate_to_cloudrobo/ on PYTHONPATH; P_ENT fix template)",
         entry.map(|e| format!(" ({e})")).unwrap_or_default()
     );
+    if calls.is_empty() && !unapplied.is_empty() {
+        return Check::fail(
+            NAME,
+            format!(
+                "a patcher is built but never applied ({}): no `.apply()` and no `with`",
+                where_(&unapplied)
+            ),
+            remedy,
+        );
+    }
     if calls.is_empty() {
         return Check::fail(
             NAME,
@@ -340,6 +377,24 @@ mod tests {
     fn decorator_changes_count_for_their_block() {
         let copy = SHIPPED.replace("@dataclass", "@dataclass(frozen=True)");
         assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["B"]);
+    }
+
+    #[test]
+    fn applied_patchers_are_told_from_built_ones() {
+        let text = "from runtime_patches import build_vla_patcher\n\
+                    build_vla_patcher().apply()\n\
+                    p = build_vla_patcher(fused_adamw=True)\n\
+                    q = runtime_patches.build_npu_patcher()\n\
+                    with q:\n    pass\n\
+                    with build_vla_patcher():\n    pass\n\
+                    r = build_vla_patcher()  # r.apply() only in a comment\n";
+        assert!(is_applied(text, 2));
+        assert!(!is_applied(text, 3), "p is never applied");
+        assert!(is_applied(text, 4), "q is applied with `with`");
+        assert!(is_applied(text, 7));
+        assert!(!is_applied(text, 9), "a comment is not code");
+        let text = "p = build_vla_patcher()\nmain()\np.apply()\n";
+        assert!(is_applied(text, 1));
     }
 
     #[test]
