@@ -448,3 +448,30 @@ fn flags_that_do_not_fit_the_command_are_usage_errors() {
         assert_eq!(f.bytes(), before);
     }
 }
+
+#[test]
+fn color_only_when_asked_or_on_a_terminal() {
+    let f = Fixture::new(vec![issue(
+        "RND-000001",
+        "P_RND",
+        Severity::Error,
+        "a.py",
+        1,
+    )]);
+    let (_, plain, _) = f.run(&["--list"]);
+    assert!(!plain.contains('\x1b'), "{plain:?}");
+    let (code, colored, _) = f.run(&["--list", "--color", "always"]);
+    assert_eq!(code, 0);
+    assert_contains(&colored, "\x1b[1;31merror\x1b[0m");
+    // JSON is never colored.
+    let (_, json, _) = f.run(&["--list", "--color", "always", "--format", "json"]);
+    assert!(!json.contains('\x1b'));
+}
+
+#[test]
+fn version_flag() {
+    let f = Fixture::empty();
+    let (code, out, _) = f.run(&["-V"]);
+    assert_eq!(code, 0);
+    assert!(out.starts_with("npu-progress "), "{out}");
+}
