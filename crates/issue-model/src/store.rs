@@ -283,15 +283,19 @@ struct Lock {
 impl Lock {
     fn acquire(path: &Path) -> Result<Lock> {
         let lock_path = lock_path(path);
-        let file = OpenOptions::new()
+        let opened = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
-            .open(&lock_path)
-            .map_err(|source| Error::Lock {
+            .open(&lock_path);
+        let file = match opened {
+            Ok(file) => file,
+            // A lock file made by another user may not be writable; locking needs only a handle.
+            Err(source) => File::open(&lock_path).map_err(|_| Error::Lock {
                 path: lock_path.clone(),
                 source,
-            })?;
+            })?,
+        };
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
