@@ -273,8 +273,7 @@ fn rows(ctx: &mut Ctx<'_>, file: &IssuesFile, order: &[usize]) -> Result<()> {
         .unwrap_or(0);
     let mut text = String::new();
     for &n in order {
-        text.push_str(&render::row(ctx.style, &file.issues[n], width));
-        text.push('\n');
+        render::row(&mut text, ctx.style, &file.issues[n], width);
     }
     ctx.out.write_all(text.as_bytes())?;
     Ok(())

@@ -33,21 +33,27 @@ impl Style {
     }
 
     pub fn severity(self, severity: Severity) -> String {
-        let code = match severity {
-            Severity::Error => "1;31",
-            Severity::Warning => "1;33",
-            Severity::Info => "1;36",
-        };
-        self.paint(code, severity.as_str())
+        self.paint(severity_code(severity), severity.as_str())
     }
 
     pub fn status(self, status: Status) -> String {
-        let code = match status {
-            Status::Pending => "33",
-            Status::Fixed => "32",
-            Status::Skipped => "36",
-        };
-        self.paint(code, status.as_str())
+        self.paint(status_code(status), status.as_str())
+    }
+}
+
+fn severity_code(severity: Severity) -> &'static str {
+    match severity {
+        Severity::Error => "1;31",
+        Severity::Warning => "1;33",
+        Severity::Info => "1;36",
+    }
+}
+
+fn status_code(status: Status) -> &'static str {
+    match status {
+        Status::Pending => "33",
+        Status::Fixed => "32",
+        Status::Skipped => "36",
     }
 }
 
@@ -126,23 +132,37 @@ fn carets(text: &str, start: u32, end: u32) -> String {
     out
 }
 
-/// One line per issue, for lists: id, status, severity, pattern, location, message.
-pub fn row(style: Style, issue: &Issue, id_width: usize) -> String {
-    format!(
-        "{}  {}  {}  {:<6}  {}  {}",
-        style.bold(&format!("{:<id_width$}", issue.id)),
-        pad(style.status(issue.status), issue.status.as_str(), 7),
-        pad(style.severity(issue.severity), issue.severity.as_str(), 7),
+/// One line per issue, for lists, appended to `out`: id, status, severity, pattern, location,
+/// message. Written in place: a list can have tens of thousands of lines.
+pub fn row(out: &mut String, style: Style, issue: &Issue, id_width: usize) {
+    let painted = |out: &mut String, code: &str, text: &str, width: usize| {
+        if style.color {
+            let _ = write!(out, "\x1b[{code}m{text}\x1b[0m");
+        } else {
+            out.push_str(text);
+        }
+        let fill = width.saturating_sub(text.chars().count());
+        out.extend(std::iter::repeat_n(' ', fill));
+    };
+    painted(out, "1", &issue.id, id_width);
+    out.push_str("  ");
+    painted(out, status_code(issue.status), issue.status.as_str(), 7);
+    out.push_str("  ");
+    painted(
+        out,
+        severity_code(issue.severity),
+        issue.severity.as_str(),
+        7,
+    );
+    let _ = writeln!(
+        out,
+        "  {:<6}  {}:{}:{}  {}",
         issue.pattern,
-        location(issue),
-        first_line(&issue.message),
-    )
-}
-
-/// `styled` (the styled form of `plain`) padded to `width` visible characters.
-fn pad(styled: String, plain: &str, width: usize) -> String {
-    let fill = width.saturating_sub(plain.chars().count());
-    styled + &" ".repeat(fill)
+        issue.file,
+        issue.line,
+        issue.column,
+        first_line(&issue.message)
+    );
 }
 
 fn first_line(text: &str) -> &str {
