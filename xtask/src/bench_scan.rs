@@ -329,6 +329,20 @@ pub fn run(args: &Args) -> Result<()> {
         args.threads,
         if identical { "yes" } else { "NO" }
     );
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let load_1m: f64 = load
+        .split_whitespace()
+        .next()
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(0.0);
+    let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    #[allow(clippy::cast_precision_loss, reason = "a core count")]
+    if load_1m > cores as f64 {
+        println!(
+            "note: load average {load_1m:.1} on {cores} cores: other processes took CPU, so wall \
+             times (and the speed ratio) are inflated; the CPU-time figures are the fairer comparison"
+        );
+    }
     if !identical {
         bail!("the output depends on the thread count");
     }
