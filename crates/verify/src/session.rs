@@ -1,0 +1,275 @@
+//! One verify run's harness work: the runtime checks, then the pipeline and data runs of the
+//! chosen entry, each in its own harness process, their results added to the report.
+
+use crate::cli::Args;
+use crate::launch::Launch;
+use crate::plan::Plan;
+use crate::report::{Check, Report, Status};
+use crate::{envcheck, harness, interpreter, output, statics};
+use std::ffi::OsString;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub(crate) struct Session<'a> {
+    pub args: &'a Args,
+    pub root: PathBuf,
+    pub interpreter: interpreter::Interpreter,
+    pub workspace: harness::Workspace,
+    pub report: Report,
+    /// No project file applies the patcher: the harness applies one for the run.
+    pub harness_applies: bool,
+}
+
+impl Session<'_> {
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(self.args.timeout)
+    }
+
+    fn env(&self) -> Vec<(String, OsString)> {
+        let mut env: Vec<(String, OsString)> = vec![
+            ("PYTHONUNBUFFERED".into(), "1".into()),
+            ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
+            ("HYDRA_FULL_ERROR".into(), "1".into()),
+        ];
+        // As train.sh does: migrate_to_cloudrobo/ first on PYTHONPATH.
+        let migrate = self.root.join(statics::MIGRATE_DIR);
+        if migrate.is_dir() {
+            let mut paths = vec![migrate];
+            if let Some(old) = std::env::var_os("PYTHONPATH") {
+                paths.extend(std::env::split_paths(&old));
+            }
+            if let Ok(joined) = std::env::join_paths(paths) {
+                env.push(("PYTHONPATH".into(), joined));
+            }
+        }
+        if self.args.emulate_npu {
+            // A machine with an NPU has no CUDA device: code that still asks for CUDA must fail here too.
+            env.push(("CUDA_VISIBLE_DEVICES".into(), OsString::new()));
+            // A real torch_npu must not load with torch (torch >= 2.5 autoloads backends): the
+            // emulator needs the npu device name for itself.
+            env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
+        }
+        env
+    }
+
+    fn base_request(&mut self) -> Option<serde_json::Value> {
+        let emulator = if self.args.emulate_npu {
+            match self.workspace.emulator() {
+                Ok(dir) => Some(dir.display().to_string()),
+                Err(e) => {
+                    self.report.checks.push(Check::fail(
+                        "emulator",
+                        e.to_string(),
+                        "use a release build of npu-verify",
+                    ));
+                    self.report.incomplete = true;
+                    return None;
+                }
+            }
+        } else {
+            None
+        };
+        let own = self
+            .root
+            .join(statics::MIGRATE_DIR)
+            .join("runtime_patches.py");
+        let patches = if own.is_file() {
+            Some(own.display().to_string())
+        } else {
+            self.workspace
+                .shipped_patches()
+                .ok()
+                .flatten()
+                .map(|p| p.display().to_string())
+        };
+        Some(serde_json::json!({
+            "project_root": self.root.display().to_string(),
+            "emulate": self.args.emulate_npu,
+            "emulator_dir": emulator,
+            "patches_file": patches,
+            "device_type": "npu",
+            "steps": self.args.steps,
+            "batches": self.args.batches,
+        }))
+    }
+
+    fn harness(
+        &mut self,
+        mode: &str,
+        request: serde_json::Value,
+        shell: Option<&[String]>,
+    ) -> Option<harness::Outcome> {
+        output::progress(
+            self.args.quiet,
+            &format!(
+                "{mode}: running the harness with {}",
+                self.interpreter.info().command.join(" ")
+            ),
+        );
+        let env = self.env();
+        let job = harness::Job {
+            mode,
+            request,
+            cwd: &self.root,
+            env: &env,
+            timeout: self.timeout(),
+            shell,
+        };
+        let outcome = match harness::run(&self.workspace, &self.interpreter, job) {
+            Ok(o) => o,
+            Err(e) => {
+                self.report.checks.push(Check::fail(
+                    &format!("{mode}.harness"),
+                    e.to_string(),
+                    "check $TMPDIR",
+                ));
+                self.report.incomplete = true;
+                return None;
+            }
+        };
+        output::progress(
+            self.args.quiet,
+            &format!("{mode}: done in {:.1} s", outcome.wall.as_secs_f64()),
+        );
+        if let (Some(hello), Some(info)) = (&outcome.hello, self.report.interpreter.as_mut()) {
+            info.version = hello
+                .get("python")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned);
+        }
+        self.report.checks.extend(outcome.checks.iter().cloned());
+        if let Some(check) = outcome.failure_check(&self.interpreter, self.timeout()) {
+            self.report.checks.push(check);
+        }
+        if outcome.never_started() || outcome.spawn_error.is_some() {
+            self.report.incomplete = true;
+        }
+        self.report.harness_runs.push(outcome.info());
+        Some(outcome)
+    }
+
+    pub(crate) fn run_all(&mut self, plan: Result<Plan, String>) {
+        if self.args.runtime {
+            self.runtime();
+            if self.report.incomplete {
+                return;
+            }
+        }
+        if !(self.args.pipeline || self.args.data) {
+            return;
+        }
+        let plan = match plan {
+            Ok(plan) => plan,
+            Err(why) => {
+                self.report.checks.push(Check::fail(
+                    "entry",
+                    why,
+                    "name the training entry with --entry FILE (and --config), or give its launch command after `--`",
+                ));
+                self.report.incomplete = true;
+                return;
+            }
+        };
+        let mut detail = format!(
+            "`{}`; chosen: {}",
+            plan.info.command.join(" "),
+            plan.info.chosen_by
+        );
+        if let Some(source) = &plan.info.config_source {
+            let _ = write!(detail, "; config: {source}");
+        }
+        self.report.checks.push(Check::pass("entry", detail));
+        let launch = plan.launch.to_json(&self.root);
+        let shell_words = match &plan.launch {
+            Launch::Shell { words } => Some(words.clone()),
+            _ => None,
+        };
+        self.report.entry = Some(plan.info);
+        for (on, mode) in [(self.args.pipeline, "pipeline"), (self.args.data, "data")] {
+            if !on {
+                continue;
+            }
+            let Some(mut request) = self.base_request() else {
+                return;
+            };
+            request["launch"] = launch.clone();
+            request["apply_patcher"] = self.harness_applies.into();
+            let shell = shell_words.as_deref();
+            let Some(outcome) = self.harness(mode, request, shell) else {
+                return;
+            };
+            if outcome.never_started() {
+                return;
+            }
+            self.scan_output_for_fallbacks(&outcome);
+        }
+    }
+
+    fn runtime(&mut self) {
+        let Some(request) = self.base_request() else {
+            return;
+        };
+        let Some(outcome) = self.harness("runtime", request, None) else {
+            return;
+        };
+        if outcome.never_started() {
+            return;
+        }
+        let count = outcome
+            .facts
+            .get("device_count")
+            .and_then(serde_json::Value::as_u64);
+        let visible = std::env::var("ASCEND_RT_VISIBLE_DEVICES").ok();
+        if count.is_some() || visible.is_some() {
+            self.report.checks.push(envcheck::visible_devices(
+                visible.as_deref(),
+                count,
+                self.args.emulate_npu,
+            ));
+        }
+        let shipped = patch_assets::get("templates/env_npu.sh").map(String::from_utf8_lossy);
+        let project =
+            std::fs::read_to_string(self.root.join(statics::MIGRATE_DIR).join("env_npu.sh")).ok();
+        match shipped {
+            Some(shipped) => {
+                self.report.checks.push(envcheck::perf_env(
+                    &shipped,
+                    project.as_deref(),
+                    &|name| std::env::var(name).ok(),
+                ));
+            }
+            None => self.report.checks.push(Check::skip(
+                "runtime.perf_env",
+                "this npu-verify build carries no env_npu.sh to compare with",
+            )),
+        }
+    }
+
+    /// CPU fallbacks printed by C++ (not as Python warnings) only show in the output.
+    fn scan_output_for_fallbacks(&mut self, outcome: &harness::Outcome) {
+        let name = format!("{}.cpu_fallback", outcome.mode);
+        let printed = outcome
+            .tail
+            .lines()
+            .filter(|l| l.contains("fall back to run on the CPU"))
+            .count();
+        if printed == 0 {
+            return;
+        }
+        if let Some(check) = self
+            .report
+            .checks
+            .iter_mut()
+            .find(|c| c.name == name && c.status == Status::Pass)
+        {
+            check.status = Status::Warn;
+            check.detail = format!("{printed} CPU-fallback messages in the program's output");
+            check.remedy = Some(
+                "each fallback copies tensors to the host and back; set TORCH_NPU_FALLBACK_CPU_DISABLE=1 to find \
+                 the call (NPU-FACTS.md)"
+                    .to_owned(),
+            );
+        }
+    }
+}
