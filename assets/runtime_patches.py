@@ -900,8 +900,11 @@ class BuiltinMinMaxNPU(_Patch):
                         return original(_npu_first)
                     return original(_npu_first, default=default)
             # Everything else, errors included, is the builtin's business.
-            args = tuple(arg for arg in (_npu_first, _npu_second) if arg is not _MISSING) + rest
-            options = dict(unknown)
+            if _npu_second is not _MISSING:
+                args = (_npu_first, _npu_second, *rest)
+            else:
+                args = () if _npu_first is _MISSING else (_npu_first,)
+            options = unknown  # a fresh dict per call: safe to extend
             if key is not _MISSING:
                 options["key"] = key
             if default is not _MISSING:
