@@ -431,3 +431,31 @@ fn a_project_without_entry_points_cannot_run_the_pipeline() {
     assert!(stdout.contains("FAIL   entry"), "{stdout}");
     assert!(stdout.contains("no entry point found"), "{stdout}");
 }
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = verify().arg(dir.path().join("missing")).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.starts_with("npu-verify: error: "), "{stderr}");
+    assert!(stderr.contains("not a directory"), "{stderr}");
+
+    let out = verify()
+        .arg(dir.path())
+        .args(["--pipeline", "--steps", "0"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "clap rejects 0 steps");
+    let out = verify()
+        .arg(dir.path())
+        .args(["--python", "a", "--conda-env", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "--python and --conda-env conflict"
+    );
+}
