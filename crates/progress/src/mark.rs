@@ -2,7 +2,7 @@
 //!
 //! Each reads, decides and writes in one pass under the lock (`issue_model::update`), on the
 //! file as it is on disk at that moment, so two processes marking different issues both land
-//! and a large file is parsed once.
+//! and a large file is parsed once. `--fixed` re-scans the file first, without the lock.
 
 use crate::commands::write_json;
 use crate::excerpt;
@@ -39,11 +39,6 @@ enum Decision {
     Apply(Change),
     /// Refused with an error (exit 2).
     Refuse(Error),
-    /// `--fixed`, but the scanner still finds it (exit 1).
-    StillThere {
-        root: String,
-        found: Vec<Issue>,
-    },
 }
 
 /// What happened, taken out of the locked update.
@@ -59,39 +54,34 @@ enum Outcome {
         pending: usize,
     },
     Refused(Error),
-    StillThere {
-        issue: Box<Issue>,
-        root: String,
-        found: Vec<Issue>,
-    },
 }
 
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
-    let force = ctx.args.force;
-    let reason = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    let mut warning = None;
-    let path = ctx.path;
-    let outcome = decide_and_apply(path, typed, Status::Fixed, |file, issue| {
-        let mut note = reason.clone();
-        if force {
-            let forced = "marked fixed with --force";
-            note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
-        } else {
-            // Holding the lock while the file is re-scanned keeps other writers waiting a
-            // moment, but the decision is made on exactly the file that is written.
-            match recheck::recheck(file, path, issue) {
+    let mut note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
+    if ctx.args.force {
+        let forced = "marked fixed with --force";
+        note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
+    } else {
+        // Re-scan before taking the lock: a scan reads the whole project, and other writers
+        // should not wait for it. The change itself is then made on the file as it is.
+        let file = ctx.load()?;
+        let issue = &file.issues[find(&file, ctx.path, typed)?];
+        if issue.status != Status::Fixed {
+            match recheck::recheck(&file, ctx.path, issue) {
                 Recheck::Gone => {}
                 Recheck::Unchecked(why) => {
-                    warning = Some(format!(
+                    ctx.warn(&format!(
                         "cannot re-check {}: {why}; marking it fixed anyway",
                         issue.id
-                    ));
+                    ))?;
                 }
                 Recheck::Present { root, found } => {
-                    return Decision::StillThere { root, found };
+                    return still_there(ctx, issue, &root, &found);
                 }
             }
         }
+    }
+    let outcome = decide_and_apply(ctx.path, typed, Status::Fixed, |_, _| {
         Decision::Apply(Change {
             status: Status::Fixed,
             reason: note.clone(),
@@ -99,9 +89,6 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
             note,
         })
     })?;
-    if let Some(warning) = warning {
-        ctx.warn(&warning)?;
-    }
     report(ctx, outcome)
 }
 
@@ -198,10 +185,6 @@ fn decide_and_apply(
         let change = match decide(&file, issue) {
             Decision::Apply(change) => change,
             Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
-            Decision::StillThere { root, found } => {
-                let issue = Box::new(issue.clone());
-                return Ok((None, Outcome::StillThere { issue, root, found }));
-            }
         };
         let issue = &mut file.issues[index];
         let id = issue.id.clone();
@@ -240,9 +223,6 @@ fn decide_and_apply(
 fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
     let (id, status, changed, pending) = match outcome {
         Outcome::Refused(error) => return Err(error),
-        Outcome::StillThere { issue, root, found } => {
-            return still_there(ctx, &issue, &root, &found);
-        }
         Outcome::Changed {
             id,
             status,
