@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import warnings
 from typing import Any
 
@@ -130,9 +131,22 @@ def install() -> None:
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _accelerator.install()
+    _enable_foreach()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()
+
+
+def _enable_foreach() -> None:
+    """Let optimizers and clip_grad_norm_ take their multi-tensor (foreach) paths for device tensors.
+
+    torch checks ``type(p)`` against a list of plain tensor types; on a real device the parameters are plain
+    tensors, so the default there is foreach (NPU-FACTS.md, "Optimizers": stock AdamW is multi-tensor).
+    """
+    for name in ("torch.optim.optimizer", "torch.utils._foreach_utils"):
+        supported = importlib.import_module(name)._foreach_supported_types
+        if NPUTensor not in supported:
+            supported.append(NPUTensor)
 
 
 def _settle_autograd_engine() -> bool:
