@@ -146,3 +146,12 @@ def test_activation_checkpointing_replays_device_randomness(npu: torch.device, u
     torch.manual_seed(1)
     checkpoint(block, x, use_reentrant=use_reentrant).sum().backward()
     assert torch.allclose(x.grad.cpu(), direct, atol=1e-6)  # the recomputation drew the same dropout mask
+
+
+def test_optimizers_default_to_foreach_on_the_device(npu: torch.device) -> None:
+    from torch.optim.optimizer import _default_to_fused_or_foreach
+
+    device_params = list(nn.Linear(2, 2).to(npu).parameters())
+    assert _default_to_fused_or_foreach(device_params, differentiable=False) == (False, True)
+    cpu_params = list(nn.Linear(2, 2).parameters())
+    assert _default_to_fused_or_foreach(cpu_params, differentiable=False) == (False, False)
