@@ -59,6 +59,16 @@ pub fn parse_visible_devices(value: &str) -> DeviceList {
 /// `ASCEND_RT_VISIBLE_DEVICES` well formed and matching the device count `torch_npu` reports.
 pub fn visible_devices(value: Option<&str>, device_count: Option<u64>, emulated: bool) -> Check {
     const NAME: &str = "runtime.visible_devices";
+    let malformed = value.is_some_and(|v| !parse_visible_devices(v).well_formed);
+    if device_count == Some(0) && !malformed {
+        return Check::skip(
+            NAME,
+            format!(
+                "ASCEND_RT_VISIBLE_DEVICES={}: no device is visible to compare with",
+                value.map_or_else(|| "(unset)".to_owned(), |v| format!("`{v}`"))
+            ),
+        );
+    }
     let count_text = device_count.map_or_else(|| "unknown".to_owned(), |c| c.to_string());
     let Some(value) = value else {
         return Check {
@@ -280,6 +290,11 @@ mod tests {
             Status::Fail
         );
         assert_eq!(visible_devices(None, Some(8), false).status, Status::Pass);
+        assert_eq!(visible_devices(None, Some(0), false).status, Status::Skip);
+        assert_eq!(
+            visible_devices(Some("0, 1"), Some(0), false).status,
+            Status::Fail
+        );
         let emulated = visible_devices(Some("0,1"), Some(1), true);
         assert_eq!(emulated.status, Status::Pass);
         assert!(emulated.emulated);
