@@ -20,6 +20,8 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<()> {
     let root = crate::project_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    // Python must not leave `__pycache__` under assets/: everything there is embedded in the binaries.
+    remove_pycache(&root.join("assets"));
     let mut failed: Vec<&str> = Vec::new();
     let mut step = |name: &'static str, ok: bool, started: Instant| {
         eprintln!(
@@ -78,6 +80,7 @@ pub fn run(args: &Args) -> Result<()> {
     let ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
         .dir(&root)
         .env("PATH", &path)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_PYTHON", &python)
         .unchecked()
         .run()?
@@ -106,6 +109,7 @@ pub fn run(args: &Args) -> Result<()> {
         .dir(&root)
         .env("NPU_PATCHER_PYTHON", &python)
         .env("PATH", &path)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_BUNDLE", &bundle_dir)
         .env("NPU_PATCHER_TARGET", root.join("target"))
         .unchecked()
@@ -132,4 +136,23 @@ fn venv_path(python: &std::path::Path) -> std::ffi::OsString {
         dirs.extend(std::env::split_paths(&path));
     }
     std::env::join_paths(dirs).unwrap_or_default()
+}
+
+fn remove_pycache(dir: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if !entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        if entry.file_name() == "__pycache__" {
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                eprintln!("xtask: warning: cannot remove {}: {e}", path.display());
+            }
+        } else {
+            remove_pycache(&path);
+        }
+    }
 }
