@@ -9,7 +9,7 @@ use super::{Checker, ProjectChecker, Rule, RuleInfo};
 use crate::semantic::Semantic;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Related, Severity};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 pub struct EntryWithoutNpu;
 
@@ -68,11 +68,29 @@ impl Rule for EntryWithoutNpu {
         let project = cx.project();
         let entries = project.entry_points();
         let entry_files: BTreeSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+        // Who imports each file (tests and packaging scripts aside), computed once.
+        let mut importers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for importer in project.files().keys() {
+            if is_test_or_setup(importer) {
+                continue;
+            }
+            for imported in project.imports_of(importer) {
+                importers
+                    .entry(imported)
+                    .or_default()
+                    .push(importer.as_str());
+            }
+        }
         for entry in &entries {
             if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
                 continue;
             }
-            if is_library_module(cx, &entry.file, &entry_files) || !runs_on_device(cx, entry) {
+            let imported_by = importers
+                .get(entry.file.as_str())
+                .map_or(&[][..], Vec::as_slice);
+            if is_library_module(cx, &entry.file, imported_by, &entry_files)
+                || !runs_on_device(cx, entry)
+            {
                 continue;
             }
             let mut related: Vec<Related> = Vec::new();
@@ -124,21 +142,20 @@ fn is_test_or_setup(path: &str) -> bool {
 /// file that is not an entry point, or imported at all (tests aside) while it defines
 /// `nn.Module` classes or sits in a package (a directory with `__init__.py`). A script imported
 /// only by other scripts stays an entry point.
-fn is_library_module(cx: &ProjectChecker<'_>, file: &str, entry_files: &BTreeSet<&str>) -> bool {
+fn is_library_module(
+    cx: &ProjectChecker<'_>,
+    file: &str,
+    imported_by: &[&str],
+    entry_files: &BTreeSet<&str>,
+) -> bool {
     let project = cx.project();
     let in_package = file
         .rsplit_once('/')
         .is_some_and(|(dir, _)| project.file(&format!("{dir}/__init__.py")).is_some());
     let defines_modules = in_package || !cx.notes(file, MODULE_CLASS).is_empty();
-    project.files().keys().any(|importer| {
-        if importer == file || is_test_or_setup(importer) {
-            return false;
-        }
-        if !project.imports_of(importer).contains(&file) {
-            return false;
-        }
-        defines_modules || !entry_files.contains(importer.as_str())
-    })
+    imported_by
+        .iter()
+        .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))
 }
 
 /// The program puts work on an accelerator: the entry file places tensors or models on a

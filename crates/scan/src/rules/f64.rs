@@ -50,13 +50,65 @@ impl Rule for Float64 {
         let sem = cx.semantic();
         let report = match expr {
             Expr::Attribute(_) | Expr::Name(_) => is_float64_dtype_use(sem, expr),
-            Expr::Call(call) => is_double_call(sem, call) || feeds_float64_numpy(sem, call),
+            Expr::Call(call) => {
+                is_double_call(sem, call)
+                    // Inside functions the numpy checks run once per function (below).
+                    || (sem.current_function().is_none()
+                        && feeds_float64_numpy(sem, call, sem.parent_expr(), grandparent(sem), None))
+            }
             _ => false,
         };
         if report {
             cx.report(expr.range(), MESSAGE);
         }
     }
+
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+            return;
+        };
+        let sem = cx.semantic();
+        let Some(func) = Function::in_class(sem, def) else {
+            return;
+        };
+        let calls = flow::find(func.body, |e| {
+            sem.resolve_call(e).is_some_and(|q| {
+                matches!(
+                    q.as_str(),
+                    "torch.from_numpy" | "torch.as_tensor" | "torch.tensor"
+                )
+            })
+        });
+        let hits: Vec<_> = calls
+            .iter()
+            .filter(|occ| {
+                let Expr::Call(call) = occ.expr else {
+                    return false;
+                };
+                let parent = ancestor_expr(&occ.ancestors, 1);
+                let grand = ancestor_expr(&occ.ancestors, 2);
+                feeds_float64_numpy(sem, call, parent, grand, Some(&func))
+            })
+            .map(|occ| occ.expr.range())
+            .collect();
+        for range in hits {
+            cx.report(range, MESSAGE);
+        }
+    }
+}
+
+/// The `n`-th expression above an occurrence (1 = its parent), if the chain has one there.
+fn ancestor_expr<'a>(ancestors: &[flow::Node<'a>], n: usize) -> Option<&'a Expr> {
+    let i = ancestors.len().checked_sub(n)?;
+    match ancestors[i] {
+        flow::Node::Expr(e) => Some(e),
+        flow::Node::Stmt(_) => None,
+    }
+}
+
+fn grandparent<'a>(sem: &Semantic<'a>) -> Option<&'a Expr> {
+    let exprs = sem.exprs();
+    exprs.len().checked_sub(2).map(|i| exprs[i])
 }
 
 fn is_float64_name(q: &str) -> bool {
@@ -123,7 +175,13 @@ fn is_double_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
 
 /// `torch.from_numpy/as_tensor/tensor(a)` with a float64 numpy array `a`, not converted at
 /// once.
-fn feeds_float64_numpy(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+fn feeds_float64_numpy(
+    sem: &Semantic<'_>,
+    call: &ast::ExprCall,
+    parent: Option<&Expr>,
+    grand: Option<&Expr>,
+    func: Option<&Function<'_>>,
+) -> bool {
     let Some(q) = sem.resolve(&call.func) else {
         return false;
     };
@@ -143,24 +201,23 @@ fn feeds_float64_numpy(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
     {
         return false;
     }
-    if converted_at_once(sem) {
+    if converted_at_once(sem, parent, grand) {
         return false;
     }
     // Inside device-step code, numpy values turned into tensors are P_TGT's.
     if flow::in_step_code(sem) {
         return false;
     }
-    let func = enclosing_function(sem);
-    match numpy_float64(sem, func.as_ref(), arg, 0) {
+    match numpy_float64(sem, func, arg, 0) {
         Some(NumpyF64::Explicit) => true,
-        Some(NumpyF64::Default) => reaches_device(sem),
+        Some(NumpyF64::Default) => reaches_device(sem, parent),
         None => false,
     }
 }
 
 /// The tensor is bound for the device: built in model code, in a dataset or collate function
 /// (batches are moved to the device), or moved at once.
-fn reaches_device(sem: &Semantic<'_>) -> bool {
+fn reaches_device(sem: &Semantic<'_>, parent: Option<&Expr>) -> bool {
     if sem.in_device_code() {
         return true;
     }
@@ -170,7 +227,7 @@ fn reaches_device(sem: &Semantic<'_>) -> bool {
     let loader_fn = sem.current_function().is_some_and(|f| {
         f.name == "__getitem__" || f.name == "__iter__" || f.name.contains("collate")
     });
-    let moved = matches!(sem.parent_expr(), Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "to" | "cuda" | "npu"));
+    let moved = matches!(parent, Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "to" | "cuda" | "npu"));
     dataset || loader_fn || moved
 }
 
@@ -193,15 +250,14 @@ fn in_cpu_branch(sem: &Semantic<'_>, expr: &Expr) -> bool {
 }
 
 /// The tensor is cast right away: `.float()`, `.half()`, `.to(torch.float32)`, ….
-fn converted_at_once(sem: &Semantic<'_>) -> bool {
-    let Some(Expr::Attribute(a)) = sem.parent_expr() else {
+fn converted_at_once(sem: &Semantic<'_>, parent: Option<&Expr>, grand: Option<&Expr>) -> bool {
+    let Some(Expr::Attribute(a)) = parent else {
         return false;
     };
     match a.attr.as_str() {
         "float" | "half" | "bfloat16" | "int" | "long" | "bool" | "short" | "byte" => true,
         "to" | "type" => {
-            let exprs = sem.exprs();
-            let Some(Expr::Call(c)) = exprs.len().checked_sub(2).map(|i| exprs[i]) else {
+            let Some(Expr::Call(c)) = grand else {
                 return false;
             };
             c.args
@@ -214,14 +270,6 @@ fn converted_at_once(sem: &Semantic<'_>) -> bool {
         }
         _ => false,
     }
-}
-
-fn enclosing_function<'a>(sem: &Semantic<'a>) -> Option<Function<'a>> {
-    sem.stmts()
-        .iter()
-        .rev()
-        .find(|s| matches!(s, Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_)))
-        .and_then(|s| Function::new(s))
 }
 
 /// How `expr` is known to be a float64 numpy array, if it is.
@@ -270,7 +318,7 @@ fn numpy_float64(
         }
         Expr::Name(n) => {
             let func = func?;
-            let values = flow::assigned_values(func.body, n.id.as_str());
+            let values = func.assigned(n.id.as_str());
             let kinds: Vec<Option<NumpyF64>> = values
                 .iter()
                 .map(|(_, v)| numpy_float64(sem, Some(func), v, depth + 1))

@@ -108,17 +108,24 @@ fn creates_on_host(
         return false;
     }
     let first = call.args.first();
-    // `torch.rand([])`: a 0-dim tensor, which acts as a scalar on any device.
-    if matches!(first, Some(Expr::List(l)) if l.elts.is_empty())
-        || matches!(first, Some(Expr::Tuple(t)) if t.elts.is_empty())
+    // `torch.rand([])` is 0-dim, which acts as a scalar on any device; `torch.empty([0])` is
+    // an empty placeholder.
+    let degenerate = |elts: &[Expr]| {
+        elts.is_empty()
+            || matches!(elts, [Expr::Constant(c)] if matches!(&c.value, ast::Constant::Int(n) if *n == 0.into()))
+    };
+    if matches!(first, Some(Expr::List(l)) if degenerate(&l.elts))
+        || matches!(first, Some(Expr::Tuple(t)) if degenerate(&t.elts))
     {
         return false;
     }
     match name {
         // A 0-dim tensor of a Python number acts as a scalar on any device; numpy-built
         // values are P_TGT's.
+        // Only data that is visibly a sequence: anything else may be a Python number (a
+        // 0-dim tensor acts as a scalar on any device).
         "tensor" => first.is_some_and(|a| {
-            !flow::is_host_scalar(sem, func, a, 0) && !flow::derives_from_host(sem, func, a, 0)
+            flow::is_sequence_literal(func, a) && !flow::derives_from_host(sem, func, a, 0)
         }),
         // `normal(mean_tensor, std_tensor)` follows its arguments.
         "normal" => first.is_some_and(|a| flow::is_host_scalar(sem, func, a, 0)),

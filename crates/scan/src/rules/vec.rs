@@ -142,8 +142,9 @@ fn range_bound(iter: &Expr) -> Option<&Expr> {
     if n.id.as_str() != "range" {
         return None;
     }
+    // `range(0, n, chunk)` walks chunks, which is how code bounds memory on purpose.
     match c.args.as_slice() {
-        [stop] | [_, stop, ..] => Some(stop),
+        [stop] | [_, stop] => Some(stop),
         _ => None,
     }
 }
@@ -165,7 +166,7 @@ fn is_tensor_size(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u
             _ => false,
         },
         Expr::Name(n) => {
-            let values = flow::assigned_values(func.body, n.id.as_str());
+            let values = func.assigned(n.id.as_str());
             !values.is_empty()
                 && values
                     .iter()
@@ -201,7 +202,7 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
     if let Some(annotation) = func.param_annotation(name) {
         return crate::semantic::dotted(annotation).ends_with("Tensor");
     }
-    flow::assigned_values(func.body, name)
+    func.assigned(name)
         .iter()
         .any(|(_, v)| is_tensor_value(sem, v))
 }
@@ -257,7 +258,7 @@ fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &st
 
 /// A local name bound to a list, dict or comprehension literal.
 fn is_local_container(func: &Function<'_>, name: &str) -> bool {
-    let values = flow::assigned_values(func.body, name);
+    let values = func.assigned(name);
     values.iter().any(|(_, v)| {
         matches!(
             v,

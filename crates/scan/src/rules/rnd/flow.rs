@@ -3,6 +3,8 @@ use crate::semantic::Semantic;
 use crate::source::TextSize;
 use crate::source::ast::{self, Expr, ExprContext, Ranged, Stmt};
 use crate::walk::{self, Visitor};
+use std::cell::{OnceCell, RefCell};
+use std::collections::{HashMap, HashSet};
 
 /// A function definition's parts.
 pub struct Function<'a> {
@@ -12,6 +14,19 @@ pub struct Function<'a> {
     /// Attributes of `self` that hold tensors or submodules (parameters, buffers, modules and
     /// tensors assigned in any method of the enclosing class).
     pub self_tensors: Vec<&'a str>,
+    /// Lazily built indexes of the body, so that each question costs a lookup, not a walk.
+    cache: Cache<'a>,
+}
+
+#[derive(Default)]
+struct Cache<'a> {
+    assignments: OnceCell<HashMap<&'a str, Vec<(TextSize, &'a Expr)>>>,
+    loads: OnceCell<HashMap<&'a str, Vec<Occurrence<'a>>>>,
+    range_vars: OnceCell<HashSet<&'a str>>,
+    tensor_params: OnceCell<HashSet<&'a str>>,
+    device_names: RefCell<HashMap<String, bool>>,
+    host_names: RefCell<HashMap<String, bool>>,
+    host_derived: RefCell<HashMap<String, bool>>,
 }
 
 impl<'a> Function<'a> {
@@ -22,12 +37,14 @@ impl<'a> Function<'a> {
                 args: &f.args,
                 body: &f.body,
                 self_tensors: Vec::new(),
+                cache: Cache::default(),
             }),
             Stmt::AsyncFunctionDef(f) => Some(Function {
                 name: f.name.as_str(),
                 args: &f.args,
                 body: &f.body,
                 self_tensors: Vec::new(),
+                cache: Cache::default(),
             }),
             _ => None,
         }
@@ -55,6 +72,88 @@ impl<'a> Function<'a> {
             .chain(&self.args.kwonlyargs)
             .find(|a| a.def.arg.as_str() == name)
             .and_then(|a| a.def.annotation.as_deref())
+    }
+
+    /// The values assigned to `name` in the body (plain, annotated, tuple targets and
+    /// `name.append(v)`), in source order, with where each assignment starts.
+    pub fn assigned(&self, name: &str) -> &[(TextSize, &'a Expr)] {
+        self.cache
+            .assignments
+            .get_or_init(|| index_assignments(self.body))
+            .get(name)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// Every read of `name` in the body, in source order, with its ancestors.
+    fn loads(&self, name: &str) -> &[Occurrence<'a>] {
+        self.cache
+            .loads
+            .get_or_init(|| {
+                let mut out: HashMap<&'a str, Vec<Occurrence<'a>>> = HashMap::new();
+                for occ in find(
+                    self.body,
+                    |e| matches!(e, Expr::Name(n) if matches!(n.ctx, ExprContext::Load)),
+                ) {
+                    if let Expr::Name(n) = occ.expr {
+                        out.entry(n.id.as_str()).or_default().push(occ);
+                    }
+                }
+                out
+            })
+            .get(name)
+            .map_or(&[], Vec::as_slice)
+    }
+
+    /// `name` is the target of a `for` loop over `range(...)`.
+    fn is_range_loop_var(&self, name: &str) -> bool {
+        self.cache
+            .range_vars
+            .get_or_init(|| {
+                let mut all = Vec::new();
+                statements(self.body, &mut all);
+                let mut vars = HashSet::new();
+                for s in all {
+                    if let Stmt::For(f) = s
+                        && matches!(f.iter.as_ref(), Expr::Call(c)
+                            if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "range"))
+                    {
+                        let mut names = Vec::new();
+                        target_names(&f.target, &mut names);
+                        vars.extend(names);
+                    }
+                }
+                vars
+            })
+            .contains(name)
+    }
+
+    /// A parameter without annotation that the body uses as a tensor (`x.shape`, `x[...]`,
+    /// `x.view(...)`).
+    fn param_used_as_tensor(&self, name: &str) -> bool {
+        self.cache
+            .tensor_params
+            .get_or_init(|| {
+                let mut used = HashSet::new();
+                for occ in find(self.body, |e| match e {
+                    Expr::Attribute(a) => {
+                        matches!(a.value.as_ref(), Expr::Name(_))
+                            && TENSOR_ATTRS.contains(&a.attr.as_str())
+                    }
+                    Expr::Subscript(s) => matches!(s.value.as_ref(), Expr::Name(_)),
+                    _ => false,
+                }) {
+                    let base = match occ.expr {
+                        Expr::Attribute(a) => a.value.as_ref(),
+                        Expr::Subscript(s) => s.value.as_ref(),
+                        _ => continue,
+                    };
+                    if let Expr::Name(n) = base {
+                        used.insert(n.id.as_str());
+                    }
+                }
+                used
+            })
+            .contains(name)
     }
 
     /// `name` is a parameter of this function.
@@ -323,62 +422,60 @@ pub fn statements<'a>(body: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
     }
 }
 
-/// The values assigned to `name` in `body` (plain, annotated and `name.append(v)`), with
-/// where each assignment starts. Tuple targets assign the whole value to each name.
-pub fn assigned_values<'a>(body: &'a [Stmt], name: &str) -> Vec<(TextSize, &'a Expr)> {
+/// The values assigned to each name of `body` (plain, annotated, tuple targets and
+/// `name.append(v)`/`name.extend(v)`), in source order.
+fn index_assignments(body: &[Stmt]) -> HashMap<&str, Vec<(TextSize, &Expr)>> {
     let mut all = Vec::new();
     statements(body, &mut all);
-    let mut out = Vec::new();
+    let mut out: HashMap<&str, Vec<(TextSize, &Expr)>> = HashMap::new();
     for stmt in all {
-        match stmt {
-            Stmt::Assign(a) if a.targets.iter().any(|t| binds(t, name)) => {
-                out.push((stmt.start(), a.value.as_ref()));
+        let mut names = Vec::new();
+        let value: &Expr = match stmt {
+            Stmt::Assign(a) => {
+                for t in &a.targets {
+                    target_names(t, &mut names);
+                }
+                &a.value
             }
             Stmt::AnnAssign(a) => {
-                if let Some(v) = &a.value
-                    && binds(&a.target, name)
-                {
-                    out.push((stmt.start(), v.as_ref()));
-                }
+                let Some(v) = &a.value else { continue };
+                target_names(&a.target, &mut names);
+                v
             }
             Stmt::Expr(e) => {
-                if let Expr::Call(c) = e.value.as_ref()
-                    && let Expr::Attribute(attr) = c.func.as_ref()
-                    && matches!(attr.attr.as_str(), "append" | "extend")
-                    && matches!(attr.value.as_ref(), Expr::Name(n) if n.id.as_str() == name)
-                    && let Some(arg) = c.args.first()
-                {
-                    out.push((stmt.start(), arg));
+                let Expr::Call(c) = e.value.as_ref() else {
+                    continue;
+                };
+                let Expr::Attribute(attr) = c.func.as_ref() else {
+                    continue;
+                };
+                let (Expr::Name(n), Some(arg)) = (attr.value.as_ref(), c.args.first()) else {
+                    continue;
+                };
+                if !matches!(attr.attr.as_str(), "append" | "extend") {
+                    continue;
                 }
+                names.push(n.id.as_str());
+                arg
             }
-            _ => {}
+            _ => continue,
+        };
+        for name in names {
+            out.entry(name).or_default().push((stmt.start(), value));
         }
     }
     out
 }
 
-fn binds(target: &Expr, name: &str) -> bool {
+/// The names a target binds.
+fn target_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
     match target {
-        Expr::Name(n) => n.id.as_str() == name,
-        Expr::Tuple(t) => t.elts.iter().any(|e| binds(e, name)),
-        Expr::List(l) => l.elts.iter().any(|e| binds(e, name)),
-        Expr::Starred(s) => binds(&s.value, name),
-        _ => false,
+        Expr::Name(n) => out.push(n.id.as_str()),
+        Expr::Tuple(t) => t.elts.iter().for_each(|e| target_names(e, out)),
+        Expr::List(l) => l.elts.iter().for_each(|e| target_names(e, out)),
+        Expr::Starred(st) => target_names(&st.value, out),
+        _ => {}
     }
-}
-
-/// `name` is the target of a `for` loop in `body` that iterates `range(...)`/`enumerate`.
-fn is_range_loop_var(body: &[Stmt], name: &str) -> bool {
-    let mut all = Vec::new();
-    statements(body, &mut all);
-    all.iter().any(|s| match s {
-        Stmt::For(f) => {
-            binds(&f.target, name)
-                && matches!(f.iter.as_ref(), Expr::Call(c)
-                    if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "range"))
-        }
-        _ => false,
-    })
 }
 
 // ---- host values ----------------------------------------------------------------------
@@ -398,7 +495,10 @@ pub fn is_host_scalar(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dept
             is_host_scalar(sem, func, &b.left, depth + 1)
                 && is_host_scalar(sem, func, &b.right, depth + 1)
         }
-        Expr::Attribute(a) => matches!(a.attr.as_str(), "ndim" | "shape"),
+        Expr::Attribute(a) => {
+            // Sizes, and configuration values such as `self.config.hidden_size`.
+            matches!(a.attr.as_str(), "ndim" | "shape") || is_config_path(expr)
+        }
         Expr::Subscript(s) => is_size(&s.value),
         Expr::Call(c) => {
             if let Some(q) = sem.resolve(&c.func) {
@@ -426,14 +526,26 @@ pub fn is_host_scalar(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dept
             if func.is_param(name) {
                 return false;
             }
-            if is_range_loop_var(func.body, name) {
+            if func.is_range_loop_var(name) {
                 return true;
             }
-            let values = assigned_values(func.body, name);
-            !values.is_empty()
+            if let Some(known) = func.cache.host_names.borrow().get(name) {
+                return *known;
+            }
+            func.cache
+                .host_names
+                .borrow_mut()
+                .insert(name.to_owned(), false);
+            let values = func.assigned(name);
+            let host = !values.is_empty()
                 && values
                     .iter()
-                    .all(|(_, v)| is_host_scalar(sem, func, v, depth + 1))
+                    .all(|(_, v)| is_host_scalar(sem, func, v, depth + 1));
+            func.cache
+                .host_names
+                .borrow_mut()
+                .insert(name.to_owned(), host);
+            host
         }
         _ => false,
     }
@@ -481,9 +593,22 @@ pub fn derives_from_host(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, d
         return true;
     }
     names.iter().any(|name| {
-        assigned_values(func.body, name)
+        if let Some(known) = func.cache.host_derived.borrow().get(*name) {
+            return *known;
+        }
+        func.cache
+            .host_derived
+            .borrow_mut()
+            .insert((*name).to_owned(), false);
+        let derived = func
+            .assigned(name)
             .iter()
-            .any(|(_, v)| derives_from_host(sem, func, v, depth + 1))
+            .any(|(_, v)| derives_from_host(sem, func, v, depth + 1));
+        func.cache
+            .host_derived
+            .borrow_mut()
+            .insert((*name).to_owned(), derived);
+        derived
     })
 }
 
@@ -734,7 +859,7 @@ fn step_expr(
             }
             // A submodule of the model gets the tensor (it meets the weights), or a method of a
             // device tensor does: `x.masked_fill(mask, 0)`.
-            let device_callee = is_self_attr(&c.func)
+            let device_callee = is_submodule(func, &c.func)
                 || matches!(c.func.as_ref(), Expr::Attribute(a) if is_device_value(sem, func, &a.value, 0));
             if device_callee {
                 Step::Done(Flow::Meets)
@@ -845,8 +970,8 @@ fn step_stmt(
     }
 }
 
-/// Where the value bound to `name` at `after` flows: the first use that moves it wins,
-/// otherwise any use that meets other tensors. Uses after a rebinding that does not read
+/// Where the value bound to `name` at `after` flows: the first use, in source order, that
+/// moves it or meets a device tensor decides. Uses after a rebinding that does not read
 /// the name are another value.
 pub fn name_flow(
     sem: &Semantic<'_>,
@@ -858,21 +983,21 @@ pub fn name_flow(
     if depth > MAX_DEPTH {
         return Flow::Host;
     }
-    let cutoff = assigned_values(func.body, name)
-        .into_iter()
+    let cutoff = func
+        .assigned(name)
+        .iter()
         .filter(|(at, v)| *at >= after && !reads(v, name))
-        .map(|(at, _)| at)
+        .map(|(at, _)| *at)
         .min();
-    let uses = find(func.body, |e| {
-        matches!(e, Expr::Name(n) if n.id.as_str() == name && matches!(n.ctx, ExprContext::Load))
-            && e.start() >= after
-            && cutoff.is_none_or(|c| e.start() < c)
-    });
-    for (i, occ) in uses.iter().enumerate() {
+    let uses = func
+        .loads(name)
+        .iter()
+        .filter(|occ| occ.expr.start() >= after && cutoff.is_none_or(|c| occ.expr.start() < c));
+    // In source order, the first use that moves it or meets a device tensor decides.
+    for occ in uses {
         match classify(sem, func, occ, depth) {
-            Flow::Moved if i == 0 => return Flow::Moved,
-            Flow::Meets => return Flow::Meets,
-            _ => {}
+            Flow::Host => {}
+            decided => return decided,
         }
     }
     Flow::Host
@@ -928,7 +1053,9 @@ const CONFIG_NAMES: &[&str] = &[
 /// buffer or submodule output of `self`, or anything computed from those. Host factories,
 /// Python numbers and configuration are not.
 pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
-    if depth > MAX_DEPTH {
+    // Deeper than the other questions: a value passes through many local names, and the
+    // per-name memo keeps the cost linear.
+    if depth > 4 * MAX_DEPTH {
         return false;
     }
     let next = depth + 1;
@@ -943,11 +1070,24 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
                 return text.contains("Tensor") || text == "dict" || text == "Dict";
             }
             if func.is_param(name) {
-                return param_used_as_tensor(func, name);
+                return func.param_used_as_tensor(name);
             }
-            assigned_values(func.body, name)
+            if let Some(known) = func.cache.device_names.borrow().get(name) {
+                return *known;
+            }
+            func.cache
+                .device_names
+                .borrow_mut()
+                .insert(name.to_owned(), false);
+            let device = func
+                .assigned(name)
                 .iter()
-                .any(|(_, v)| is_device_value(sem, func, v, next))
+                .any(|(_, v)| is_device_value(sem, func, v, next));
+            func.cache
+                .device_names
+                .borrow_mut()
+                .insert(name.to_owned(), device);
+            device
         }
         Expr::Attribute(a) => {
             if matches!(
@@ -979,7 +1119,7 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
                     .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"));
                 return device_kw || args.any(|a| is_device_value(sem, func, a, next));
             }
-            if is_self_attr(&c.func) {
+            if is_submodule(func, &c.func) {
                 return true;
             }
             match c.func.as_ref() {
@@ -1003,18 +1143,6 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
         Expr::Tuple(t) => t.elts.iter().any(|e| is_device_value(sem, func, e, next)),
         _ => false,
     }
-}
-
-/// A parameter without annotation that the function uses as a tensor (`x.shape`, `x[...]`,
-/// `x.view(...)`).
-fn param_used_as_tensor(func: &Function<'_>, name: &str) -> bool {
-    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
-    !find(func.body, |e| match e {
-        Expr::Attribute(a) => is_name(&a.value) && TENSOR_ATTRS.contains(&a.attr.as_str()),
-        Expr::Subscript(s) => is_name(&s.value),
-        _ => false,
-    })
-    .is_empty()
 }
 
 /// `self.x`, `self.x.y`.
@@ -1042,10 +1170,19 @@ fn self_tensor_attrs<'a>(sem: &Semantic<'_>, class_body: &'a [Stmt]) -> Vec<&'a 
         for stmt in all {
             match stmt {
                 Stmt::Assign(a) => {
+                    // A torch object, or an instance of a class (`LinearNormalizer()`), which in a
+                    // model is a submodule.
                     let tensor = match a.value.as_ref() {
-                        Expr::Call(c) => sem
-                            .resolve(&c.func)
-                            .is_some_and(|q| q.starts_with("torch.")),
+                        Expr::Call(c) => {
+                            sem.resolve(&c.func)
+                                .is_some_and(|q| q.starts_with("torch."))
+                                || crate::semantic::dotted(&c.func)
+                                    .rsplit('.')
+                                    .next()
+                                    .is_some_and(|last| {
+                                        last.starts_with(|ch: char| ch.is_ascii_uppercase())
+                                    })
+                        }
                         _ => false,
                     };
                     if !tensor {
@@ -1074,4 +1211,36 @@ fn self_tensor_attrs<'a>(sem: &Semantic<'_>, class_body: &'a [Stmt]) -> Vec<&'a 
         }
     }
     out
+}
+
+/// `self.<name>` where the class binds `<name>` to a torch module or tensor.
+fn is_submodule(func: &Function<'_>, callee: &Expr) -> bool {
+    matches!(callee, Expr::Attribute(a)
+        if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+            && func.self_tensors.contains(&a.attr.as_str()))
+}
+
+/// An attribute path through a configuration object: `self.config.hidden_size`, `cfg.dim`.
+fn is_config_path(expr: &Expr) -> bool {
+    match expr {
+        Expr::Attribute(a) => {
+            CONFIG_NAMES[2..].contains(&a.attr.as_str()) || is_config_path(&a.value)
+        }
+        Expr::Name(n) => CONFIG_NAMES[2..].contains(&n.id.as_str()),
+        _ => false,
+    }
+}
+
+/// A list, tuple or comprehension literal, or a local name bound to one.
+pub fn is_sequence_literal(func: &Function<'_>, expr: &Expr) -> bool {
+    match expr {
+        Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_) => true,
+        Expr::Name(n) => {
+            let values = func.assigned(n.id.as_str());
+            values
+                .iter()
+                .any(|(_, v)| matches!(v, Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_)))
+        }
+        _ => false,
+    }
 }
