@@ -117,11 +117,35 @@ fn guarded_with_fallback(sem: &Semantic<'_>) -> bool {
     if guard.reraises {
         return false;
     }
-    guard
+    // On the NPU the import raises `ImportError`: when a handler names it, that one decides
+    // (a later `except Exception:` that only logs does not run).
+    let handlers: Vec<&ast::ExceptHandlerExceptHandler> = guard
         .stmt
         .handlers
         .iter()
-        .all(|ast::ExceptHandler::ExceptHandler(h)| handler_has_fallback(&h.body))
+        .map(|ast::ExceptHandler::ExceptHandler(h)| h)
+        .collect();
+    let specific: Vec<&ast::ExceptHandlerExceptHandler> = handlers
+        .iter()
+        .copied()
+        .filter(|h| h.type_.as_deref().is_some_and(names_import_error))
+        .collect();
+    let deciding = if specific.is_empty() {
+        handlers
+    } else {
+        specific
+    };
+    deciding.iter().all(|h| handler_has_fallback(&h.body))
+}
+
+fn names_import_error(expr: &Expr) -> bool {
+    match expr {
+        Expr::Tuple(t) => t.elts.iter().any(names_import_error),
+        other => matches!(
+            crate::semantic::dotted(other).as_str(),
+            "ImportError" | "ModuleNotFoundError"
+        ),
+    }
 }
 
 /// The handler binds something (a fallback name, a flag set to `False`, a replacement import
