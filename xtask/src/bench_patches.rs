@@ -38,8 +38,10 @@ pub fn run(args: &Args) -> Result<()> {
             command_line.push(flag.into());
         }
     }
+    // No `__pycache__` under assets/: everything there is embedded in the binaries.
     let status = duct::cmd(&python, command_line)
         .dir(&root)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
         .unchecked()
         .run()
         .with_context(|| format!("cannot run {}", python.display()))?
