@@ -103,6 +103,10 @@ fn extract_dir(name: &'static str, base: &Path) -> Result<(), Error> {
 
 /// What one harness process produced.
 #[derive(Debug)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts about how the process ended"
+)]
 pub struct Outcome {
     pub mode: String,
     /// Every `check` record, in order.
@@ -116,6 +120,8 @@ pub struct Outcome {
     pub exit_code: Option<i32>,
     pub signal: Option<i32>,
     pub timed_out: bool,
+    /// Stopped because npu-verify was interrupted (Ctrl-C).
+    pub interrupted: bool,
     pub spawn_error: Option<String>,
     /// The program started: the interpreter, or the first word of a shell launch command.
     pub program: String,
@@ -169,6 +175,13 @@ impl Outcome {
                 &name,
                 format!("cannot start `{}`: {e}", self.program),
                 remedy,
+            ));
+        }
+        if self.interrupted {
+            return Some(Check::fail(
+                &name,
+                format!("interrupted: the {} run was stopped; {tail}", self.mode),
+                "run npu-verify again",
             ));
         }
         if self.timed_out {
@@ -345,6 +358,7 @@ pub fn run(
         command = command.env("PATH", path);
     }
 
+    std::sync::LazyLock::force(&INTERRUPTED);
     let started = Instant::now();
     let spawned_at = std::time::SystemTime::now();
     let mut outcome = Outcome {
@@ -356,6 +370,7 @@ pub fn run(
         exit_code: None,
         signal: None,
         timed_out: false,
+        interrupted: false,
         spawn_error: None,
         program: program.to_string_lossy().into_owned(),
         shell: shell.is_some(),
@@ -366,13 +381,29 @@ pub fn run(
         Err(e) => outcome.spawn_error = Some(e.to_string()),
         Ok(handle) => {
             let pgid = handle.pids().first().copied();
-            match handle.wait_timeout(timeout) {
-                Ok(Some(output)) => record_status(&mut outcome, output.status),
-                Ok(None) => {
-                    outcome.timed_out = true;
-                    stop_group(pgid, &handle);
+            let deadline = started + timeout;
+            loop {
+                match handle.wait_timeout(Duration::from_millis(100)) {
+                    Ok(Some(output)) => {
+                        record_status(&mut outcome, output.status);
+                        break;
+                    }
+                    Ok(None) if interrupted() => {
+                        outcome.interrupted = true;
+                        stop_group(pgid, &handle);
+                        break;
+                    }
+                    Ok(None) if Instant::now() >= deadline => {
+                        outcome.timed_out = true;
+                        stop_group(pgid, &handle);
+                        break;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        outcome.spawn_error = Some(e.to_string());
+                        break;
+                    }
                 }
-                Err(e) => outcome.spawn_error = Some(e.to_string()),
             }
             // Workers may outlive the harness; the group goes with it.
             if let Some(pgid) = pgid {
@@ -402,6 +433,27 @@ pub fn run(
         }
     }
     Ok(outcome)
+}
+
+static INTERRUPTED: std::sync::LazyLock<std::sync::Arc<std::sync::atomic::AtomicBool>> =
+    std::sync::LazyLock::new(|| {
+        let flag = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        // The harness runs in its own process group, out of reach of the terminal's Ctrl-C: catch
+        // SIGINT/SIGTERM here and stop its group ourselves. If registering fails, the default
+        // action still ends npu-verify, as before.
+        for signal in [
+            signal_hook::consts::SIGINT,
+            signal_hook::consts::SIGTERM,
+            signal_hook::consts::SIGHUP,
+        ] {
+            let _ = signal_hook::flag::register(signal, std::sync::Arc::clone(&flag));
+        }
+        flag
+    });
+
+/// Ctrl-C (or SIGTERM/SIGHUP) arrived while a harness ran.
+pub fn interrupted() -> bool {
+    INTERRUPTED.load(std::sync::atomic::Ordering::Relaxed)
 }
 
 fn record_status(outcome: &mut Outcome, status: std::process::ExitStatus) {
@@ -556,6 +608,7 @@ mod tests {
             exit_code: None,
             signal: None,
             timed_out: false,
+            interrupted: false,
             spawn_error: None,
             program: String::new(),
             shell: false,

@@ -142,7 +142,7 @@ impl Session<'_> {
         if let Some(check) = outcome.failure_check(&self.interpreter, self.timeout()) {
             self.report.checks.push(check);
         }
-        if outcome.never_started() || outcome.spawn_error.is_some() {
+        if outcome.never_started() || outcome.spawn_error.is_some() || outcome.interrupted {
             self.report.incomplete = true;
         }
         self.report.harness_runs.push(outcome.info());
@@ -199,7 +199,7 @@ impl Session<'_> {
             let Some(outcome) = self.harness(mode, request, shell) else {
                 return;
             };
-            if outcome.never_started() {
+            if outcome.never_started() || outcome.interrupted {
                 return;
             }
             self.scan_output_for_fallbacks(&outcome);

@@ -459,3 +459,57 @@ fn usage_errors_exit_2() {
         "--python and --conda-env conflict"
     );
 }
+
+#[test]
+fn ctrl_c_stops_the_harness_group_and_still_reports() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = good_project(dir.path());
+    let pid_file = dir.path().join("worker.pid");
+    let py = fake_python(
+        dir.path(),
+        &format!(
+            "echo '{{\"type\":\"hello\",\"python\":\"3.11\"}}' >> \"$results\"\n\
+             sleep 300 &\necho $! > '{}'\necho 'training...'\nwait",
+            pid_file.display()
+        ),
+    );
+    let bin = assert_cmd::cargo::cargo_bin("npu-verify");
+    let child = std::process::Command::new(bin)
+        .arg(&root)
+        .args(["--runtime", "--python"])
+        .arg(&py)
+        .env_remove("ASCEND_RT_VISIBLE_DEVICES")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !pid_file.exists() && started.elapsed().as_secs() < 30 {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let worker: i32 = std::fs::read_to_string(&pid_file)
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    let verify_pid = nix::unistd::Pid::from_raw(i32::try_from(child.id()).unwrap());
+    nix::sys::signal::kill(verify_pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(started.elapsed().as_secs() < 30, "Ctrl-C ended the run");
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("interrupted: the runtime run was stopped"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("training..."), "{stdout}");
+    // Gone, or a zombie waiting for a reaper (the container's init may not reap at once).
+    let state = std::fs::read_to_string(format!("/proc/{worker}/stat")).unwrap_or_default();
+    let alive = state
+        .rsplit_once(") ")
+        .is_some_and(|(_, rest)| !rest.starts_with('Z') && !rest.starts_with('X'));
+    assert!(
+        !alive,
+        "the harness's background process was stopped with its group: {state}"
+    );
+}
