@@ -251,6 +251,11 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
             }
             match c.func.as_ref() {
                 Expr::Name(n) if HOST_CALLS.contains(&n.id.as_str()) => false,
+                // A method of the model computes from its tensor arguments.
+                Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+                    !HOST_CALLS.contains(&a.attr.as_str())
+                        && args.any(|arg| is_device_value(sem, func, arg, next))
+                }
                 Expr::Attribute(a) => {
                     !HOST.contains(&a.attr.as_str())
                         && !HOST_CALLS.contains(&a.attr.as_str())
