@@ -26,6 +26,7 @@
 
 pub mod checker;
 pub mod cli;
+mod contexts;
 mod engine;
 pub mod files;
 pub mod output;
