@@ -360,10 +360,14 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
         Ok(parsed) => {
             outcome.suppressions = Suppressions::parse(
                 // Only directive comments need a position (most comments are prose).
-                parsed.comments.iter().filter(|c| c.text.contains("npu:")).map(|c| {
-                    let (line, column) = file.position(c.range.start());
-                    (line, column, c.text.as_str())
-                }),
+                parsed
+                    .comments
+                    .iter()
+                    .filter(|c| c.text.contains("npu:"))
+                    .map(|c| {
+                        let (line, column) = file.position(c.range.start());
+                        (line, column, c.text.as_str())
+                    }),
                 |id| rules::get(id).is_some(),
             );
             let (findings, facts) = Checker::new(file, rules).run(&parsed.body);
