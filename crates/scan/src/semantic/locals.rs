@@ -1,0 +1,156 @@
+//! Local facts of one function body: which names were assigned from which calls, with
+//! `device=` or a move to a device, and whether a value is moved right after it is created.
+
+use super::Semantic;
+use crate::source::TextRange;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
+use std::collections::HashMap;
+
+/// A name's assignment inside one function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assignment {
+    /// Where the assignment statement is.
+    pub range: TextRange,
+    /// The qualified name of the call that creates the value (`torch.arange`), looking
+    /// through method chains on its result (`torch.full(...).to(d)` is `torch.full`).
+    pub call: Option<String>,
+    /// The value is a call given a `device=` keyword.
+    pub has_device_kw: bool,
+    /// The value moves a tensor to a device: a call of `.to(...)`, `.cuda()`, `.npu()` or
+    /// `.type_as(...)` at its top.
+    pub moves_to_device: bool,
+    /// The value is `<same name>.to(...)` (or `.cuda()`/`.npu()`): an earlier binding moved.
+    pub moves_itself: bool,
+}
+
+/// Facts about names assigned in one function body (nested functions excluded).
+#[derive(Debug, Clone, Default)]
+pub struct LocalFacts {
+    assignments: HashMap<String, Vec<Assignment>>,
+}
+
+impl LocalFacts {
+    /// Every assignment of `name` in the function, in source order.
+    pub fn assignments(&self, name: &str) -> &[Assignment] {
+        self.assignments.get(name).map_or(&[], Vec::as_slice)
+    }
+
+    /// Some assignment of `name` was a call with `device=` or moved it to a device.
+    pub fn assigned_on_device(&self, name: &str) -> bool {
+        self.assignments(name)
+            .iter()
+            .any(|a| a.has_device_kw || a.moves_to_device)
+    }
+
+    /// `name` is re-assigned after `offset` from `name.to(...)` (or `.cuda()`/`.npu()`): the
+    /// value created at `offset` is moved to a device right after.
+    pub fn moved_after(&self, name: &str, offset: crate::source::TextSize) -> bool {
+        self.assignments(name)
+            .iter()
+            .any(|a| a.range.start() > offset && a.moves_itself)
+    }
+}
+
+/// Collect the assignments of a function body, not descending into nested functions and
+/// classes.
+pub(super) fn collect_assignments(semantic: &Semantic<'_>, body: &[Stmt], out: &mut LocalFacts) {
+    for stmt in body {
+        match stmt {
+            Stmt::Assign(a) => {
+                for target in &a.targets {
+                    record_target(semantic, target, &a.value, stmt.range(), out);
+                }
+            }
+            Stmt::AnnAssign(a) => {
+                if let Some(value) = &a.value {
+                    record_target(semantic, &a.target, value, stmt.range(), out);
+                }
+            }
+            Stmt::For(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::AsyncFor(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::While(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::If(s) => {
+                collect_assignments(semantic, &s.body, out);
+                collect_assignments(semantic, &s.orelse, out);
+            }
+            Stmt::With(s) => collect_assignments(semantic, &s.body, out),
+            Stmt::AsyncWith(s) => collect_assignments(semantic, &s.body, out),
+            Stmt::Try(s) => {
+                collect_assignments(semantic, &s.body, out);
+                for ast::ExceptHandler::ExceptHandler(h) in &s.handlers {
+                    collect_assignments(semantic, &h.body, out);
+                }
+                collect_assignments(semantic, &s.orelse, out);
+                collect_assignments(semantic, &s.finalbody, out);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The qualified name of the call that creates a value, through method calls on its result.
+fn creating_call(semantic: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
+    if let Some(q) = semantic.resolve(&call.func) {
+        return Some(q);
+    }
+    match call.func.as_ref() {
+        Expr::Attribute(attr) => match attr.value.as_ref() {
+            Expr::Call(inner) => creating_call(semantic, inner),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn record_target(
+    semantic: &Semantic<'_>,
+    target: &Expr,
+    value: &Expr,
+    range: TextRange,
+    out: &mut LocalFacts,
+) {
+    let Expr::Name(name) = target else {
+        return;
+    };
+    let name = name.id.as_str();
+    let (call, has_device_kw, moves_to_device, moves_itself) = match value {
+        Expr::Call(call) => {
+            let has_device_kw = call
+                .keywords
+                .iter()
+                .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"));
+            let (moves, itself) = match call.func.as_ref() {
+                Expr::Attribute(attr)
+                    if matches!(attr.attr.as_str(), "to" | "cuda" | "npu" | "type_as") =>
+                {
+                    (
+                        true,
+                        matches!(attr.value.as_ref(), Expr::Name(n) if n.id.as_str() == name),
+                    )
+                }
+                _ => (false, false),
+            };
+            (creating_call(semantic, call), has_device_kw, moves, itself)
+        }
+        _ => (None, false, false, false),
+    };
+    out.assignments
+        .entry(name.to_owned())
+        .or_default()
+        .push(Assignment {
+            range,
+            call,
+            has_device_kw,
+            moves_to_device,
+            moves_itself,
+        });
+}
