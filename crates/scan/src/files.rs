@@ -60,6 +60,10 @@ pub fn exclude_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
 }
 
 fn kind_of(name: &str) -> Option<FileKind> {
+    // Our own output, when it is written into the scanned tree (`--output .` at the root).
+    if name == "issues.json" {
+        return None;
+    }
     let ext = name.rsplit_once('.')?.1.to_ascii_lowercase();
     match ext.as_str() {
         "py" => Some(FileKind::Python),
@@ -180,6 +184,7 @@ mod tests {
             "migrate_to_cloudrobo/runtime_patches.py",
             "third_party/z.py",
             "README.md",
+            "issues.json",
         ] {
             let p = root.join(f);
             std::fs::create_dir_all(p.parent().unwrap()).unwrap();
