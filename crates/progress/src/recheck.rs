@@ -34,8 +34,7 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
             looked.join(", ")
         ));
     };
-    let settings = scan::Settings::default();
-    let result = match scan::scan_files(&root, std::slice::from_ref(&issue.file), &settings) {
+    let result = match scan_for(&root, issue) {
         Ok(result) => result,
         Err(e) => return Recheck::Unchecked(format!("the scan failed: {e}")),
     };
@@ -76,4 +75,58 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
         root: root.display().to_string(),
         found,
     }
+}
+
+/// Rules that judge a file by facts of the whole project (entry points, imports across files):
+/// the scanner reports them from its project pass, so they need the whole tree. Every other
+/// rule sees one file at a time.
+const PROJECT_LEVEL: &[&str] = &["P_ENT"];
+
+/// The scan that decides whether `issue` is still there.
+///
+/// A file-local finding depends only on its file and that file's path (the module name comes
+/// from it), so the file alone is scanned, copied to the same relative path in an empty
+/// directory: a re-check then costs one file, not the project. A project-level finding, or a
+/// file that cannot be copied, is re-checked by scanning the whole tree.
+fn scan_for(root: &Path, issue: &Issue) -> Result<scan::ScanResult, String> {
+    let settings = scan::Settings {
+        threads: 1,
+        ..scan::Settings::default()
+    };
+    if !PROJECT_LEVEL.contains(&issue.pattern.as_str())
+        && let Some(result) = scan_alone(root, &issue.file, &settings)
+    {
+        return result.map_err(|e| e.to_string());
+    }
+    scan::scan_files(
+        root,
+        std::slice::from_ref(&issue.file),
+        &scan::Settings::default(),
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Scan `root/file` alone under its relative path; `None` when it cannot be set up (then the
+/// caller scans the tree).
+fn scan_alone(
+    root: &Path,
+    file: &str,
+    settings: &scan::Settings,
+) -> Option<scan::Result<scan::ScanResult>> {
+    let rel = Path::new(file);
+    // Only a plain relative path can be placed under the temporary directory.
+    if !rel
+        .components()
+        .all(|c| matches!(c, std::path::Component::Normal(_)))
+    {
+        return None;
+    }
+    let dir = tempfile::Builder::new()
+        .prefix("npu-progress-recheck.")
+        .tempdir()
+        .ok()?;
+    let copy = dir.path().join(rel);
+    std::fs::create_dir_all(copy.parent()?).ok()?;
+    std::fs::copy(root.join(rel), &copy).ok()?;
+    Some(scan::scan_files(dir.path(), &[file.to_owned()], settings))
 }
