@@ -28,6 +28,11 @@ pub const RULE: RuleInfo = RuleInfo {
 const CUDA_SITE: &str = "cuda-site";
 const MODULE_CLASS: &str = "module-class";
 const DEVICE_USE: &str = "device-use";
+/// A call to a function by name: the qualified name through imports, or `.name` for a name
+/// defined in the same file.
+const CALL: &str = "call";
+/// How many calls deep [`calls_device_work`] follows functions across files.
+const CALL_DEPTH: usize = 4;
 
 impl Rule for EntryWithoutNpu {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
@@ -61,6 +66,9 @@ impl Rule for EntryWithoutNpu {
         }
         if is_device_use(cx.semantic(), expr) {
             cx.note(DEVICE_USE, expr.range(), "");
+        }
+        if let Some(callee) = callee(cx.semantic(), expr) {
+            cx.note(CALL, expr.range(), callee);
         }
     }
 
@@ -116,11 +124,27 @@ impl Rule for EntryWithoutNpu {
                  NPU setup at the top of this file (see P_ENT.md){covers}",
                 entry.kind.as_str()
             );
-            let site = ProjectChecker::entry_site(entry);
+            let site =
+                decorator_site(cx, entry).unwrap_or_else(|| ProjectChecker::entry_site(entry));
             let finding = cx.report(&entry.file, &site, message);
             finding.related = related;
         }
     }
+}
+
+/// The decorator of a decorated main (`@hydra.main`, `@draccus.wrap`): the function it wraps
+/// is the program, and a main guard below it only calls that function.
+fn decorator_site(
+    cx: &ProjectChecker<'_>,
+    entry: &crate::project::EntryPoint,
+) -> Option<crate::project::Site> {
+    use crate::project::EntryKind;
+    cx.project()
+        .file(&entry.file)?
+        .entry_markers
+        .iter()
+        .find(|m| matches!(m.kind, EntryKind::Hydra | EntryKind::Draccus))
+        .map(|m| m.site.clone())
 }
 
 /// Test modules and packaging scripts are not programs that train on the device.
@@ -176,10 +200,73 @@ fn runs_on_device(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -
     {
         return true;
     }
-    cx.project()
+    let imports_models = cx
+        .project()
         .imports_of(file)
         .iter()
-        .any(|imported| !cx.notes(imported, MODULE_CLASS).is_empty())
+        .any(|imported| !cx.notes(imported, MODULE_CLASS).is_empty());
+    imports_models
+        || cx
+            .notes(file, CALL)
+            .iter()
+            .any(|call| calls_device_work(cx, file, &call.note, CALL_DEPTH))
+}
+
+/// The function `callee` (a [`CALL`] note made in `from_file`) is a project function whose
+/// body, or a project function it calls (up to `depth` calls deep), puts work on a device or
+/// names CUDA: the training loop an entry point delegates to, e.g. `from pkg.trainer import
+/// train` … `train(cfg)`.
+fn calls_device_work(cx: &ProjectChecker<'_>, from_file: &str, callee: &str, depth: usize) -> bool {
+    if depth == 0 {
+        return false;
+    }
+    let (file, function) = if let Some(local) = callee.strip_prefix('.') {
+        (from_file, local)
+    } else {
+        let Some((module, function)) = callee.rsplit_once('.') else {
+            return false;
+        };
+        let import = crate::project::ImportFact {
+            candidates: vec![module.to_owned()],
+            line: 0,
+        };
+        let Some(file) = cx.project().resolve_import(from_file, &import) else {
+            return false;
+        };
+        (file, function)
+    };
+    let in_function = |site: &&crate::project::Site| {
+        site.symbol.as_deref().is_some_and(|s| {
+            s == function
+                || s.strip_prefix(function)
+                    .is_some_and(|rest| rest.starts_with('.'))
+        })
+    };
+    let works = cx.notes(file, DEVICE_USE).iter().any(|s| in_function(&s))
+        || cx.notes(file, CUDA_SITE).iter().any(|s| in_function(&s));
+    works
+        || cx
+            .notes(file, CALL)
+            .iter()
+            .filter(in_function)
+            .filter(|call| !(file == from_file && call.note.strip_prefix('.') == Some(function)))
+            .any(|call| calls_device_work(cx, file, &call.note, depth - 1))
+}
+
+/// The function a call names: its qualified name through imports, or `.name` for a bare name
+/// that no import binds (a function of the same file). Library calls (torch, numpy, the
+/// standard library) resolve to modules outside the project and are dropped later.
+fn callee(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    if let Some(q) = sem.resolve(&call.func) {
+        return q.contains('.').then_some(q);
+    }
+    match call.func.as_ref() {
+        Expr::Name(name) => Some(format!(".{}", name.id.as_str())),
+        _ => None,
+    }
 }
 
 /// A place that moves work to a device: `torch.device(...)`, `.to(device)`, a `device=`
@@ -242,7 +329,8 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             let q = sem.resolve(expr)?;
             let cuda = q == "torch.cuda" || q.starts_with("torch.cuda.");
             let cudnn = q.starts_with("torch.backends.cudnn");
-            if !cuda && !cudnn {
+            let backend = q == "torch.backends.cuda" || q.starts_with("torch.backends.cuda.");
+            if !cuda && !cudnn && !backend {
                 return None;
             }
             // Only the outermost part of a dotted name.
@@ -253,6 +341,8 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             }
             Some(if cudnn {
                 format!("`{q}` (cuDNN setting, no effect on the NPU)")
+            } else if backend {
+                format!("`{q}` (CUDA backend setting, no effect on the NPU)")
             } else {
                 format!("`{q}` (becomes torch.npu under transfer_to_npu)")
             })
