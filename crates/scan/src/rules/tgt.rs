@@ -40,12 +40,13 @@ impl Rule for HostTargets {
         let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !flow::in_step_code(cx.semantic()) {
-            return;
-        }
         let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
+        if !flow::in_step_code(cx.semantic()) {
+            round_trip_helper(cx, &func);
+            return;
+        }
         let sem = cx.semantic();
         let calls = flow::find(func.body, |e| {
             sem.resolve_call(e)
@@ -70,4 +71,127 @@ impl Rule for HostTargets {
             );
         }
     }
+}
+
+/// A helper outside the step code proper (a target builder the loss or training step calls)
+/// that takes a device tensor, pulls it to the host with `.cpu().numpy()`, and sends what it
+/// computes from it back to a device: one issue at each pull, with the tensors sent back in
+/// `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
+fn round_trip_helper<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
+    let sem = cx.semantic();
+    if in_data_code(sem) || sem.in_device_code() {
+        return;
+    }
+    let pulls = flow::find(func.body, |e| {
+        pulled_param(e).is_some_and(|n| func.is_param(n))
+    });
+    if pulls.is_empty() {
+        return;
+    }
+    let back: Vec<_> = flow::find(func.body, |e| {
+        sem.resolve_call(e)
+            .is_some_and(|q| TO_TENSOR.contains(&q.as_str()))
+    })
+    .into_iter()
+    .filter(|occ| {
+        let Expr::Call(call) = occ.expr else {
+            return false;
+        };
+        call.args
+            .first()
+            .is_some_and(|arg| flow::derives_from_host(sem, func, arg, 0))
+            && goes_to_device(call, &occ.ancestors)
+    })
+    .map(|occ| occ.expr.range())
+    .collect();
+    if back.is_empty() {
+        return;
+    }
+    let related: Vec<_> = back
+        .iter()
+        .map(|range| cx.related(*range, "the host result goes back to the device here"))
+        .collect();
+    for occ in pulls {
+        let finding = cx.report(
+            occ.expr.range(),
+            "this helper pulls a device tensor to the host with `.cpu().numpy()`, computes on it and sends \
+             the result back to the device, a host-device sync and two copies per call on the NPU; compute \
+             it with torch ops on the device (see P_TGT.md)",
+        );
+        finding.related.clone_from(&related);
+    }
+}
+
+/// Datasets, collate functions and other code that runs in `DataLoader` workers.
+fn in_data_code(sem: &crate::semantic::Semantic<'_>) -> bool {
+    let dataset = sem.current_class().is_some_and(|c| {
+        c.bases
+            .iter()
+            .any(|b| b.ends_with("Dataset") || b.ends_with("DataLoader") || b.ends_with("Sampler"))
+    });
+    let data_fn = sem.current_function().is_some_and(|f| {
+        let name = f.name.to_ascii_lowercase();
+        name.contains("collate") || name == "__getitem__" || name == "__iter__"
+    });
+    dataset || data_fn
+}
+
+/// For `p.cpu().numpy()` (any chain between `p` and `.numpy()` that goes through `.cpu()`,
+/// e.g. `p.detach().cpu().numpy()`), the name `p`.
+fn pulled_param(expr: &Expr) -> Option<&str> {
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    let Expr::Attribute(numpy) = call.func.as_ref() else {
+        return None;
+    };
+    if numpy.attr.as_str() != "numpy" {
+        return None;
+    }
+    let mut through_cpu = false;
+    let mut cur = numpy.value.as_ref();
+    loop {
+        cur = match cur {
+            Expr::Call(c) => c.func.as_ref(),
+            Expr::Attribute(a) => {
+                through_cpu |= a.attr.as_str() == "cpu";
+                a.value.as_ref()
+            }
+            Expr::Subscript(s) => s.value.as_ref(),
+            Expr::Name(n) => return through_cpu.then_some(n.id.as_str()),
+            _ => return None,
+        };
+    }
+}
+
+/// The new tensor is created with a `device=` other than the CPU, or moved with an
+/// immediate `.to(...)` / `.cuda()` that does not name the CPU.
+fn goes_to_device(call: &crate::source::ast::ExprCall, ancestors: &[flow::Node<'_>]) -> bool {
+    let not_cpu = |e: &Expr| {
+        !matches!(e, Expr::Constant(c)
+            if matches!(&c.value, crate::source::ast::Constant::Str(s) if s == "cpu")
+                || matches!(c.value, crate::source::ast::Constant::None))
+    };
+    if call
+        .keywords
+        .iter()
+        .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device") && not_cpu(&k.value))
+    {
+        return true;
+    }
+    // The creation, then `.float()`-style conversions, then `.to(device)` / `.cuda()`.
+    let mut chain = ancestors.iter().rev();
+    while let Some(flow::Node::Expr(Expr::Attribute(a))) = chain.next() {
+        let Some(flow::Node::Expr(Expr::Call(outer))) = chain.next() else {
+            return false;
+        };
+        match a.attr.as_str() {
+            "cuda" | "npu" => return true,
+            "to" => return outer.args.first().is_some_and(not_cpu),
+            "float" | "half" | "bfloat16" | "long" | "int" | "bool" | "contiguous" | "reshape"
+            | "view" => {}
+            _ => return false,
+        }
+    }
+    false
 }
