@@ -9,6 +9,11 @@ use std::error::Error as _;
 use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
+// Loading issues.json allocates one string per field of every issue; mimalloc spends less time
+// on them than the system allocator (measured with `cargo xtask bench progress`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let stdout = std::io::stdout();
