@@ -29,7 +29,7 @@ impl Rule for PerElementLoop {
         let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !flow::in_step_code(cx.semantic()) {
+        if !flow::in_step_code(cx.semantic()) && !is_metric_loss(cx.semantic()) {
             return;
         }
         let Some(func) = Function::in_class(cx.semantic(), def) else {
@@ -65,6 +65,37 @@ impl Rule for PerElementLoop {
             );
         }
     }
+}
+
+/// A free function named after the loss it computes (`masked_mse`, `weighted_l1`,
+/// `kl_divergence`, `bce_with_mask`): loss code that the semantic model's `*loss*` naming
+/// misses. Methods of classes other than `nn.Module`s are not (a metric object or dataset
+/// helper with such a name runs on the host).
+fn is_metric_loss(sem: &Semantic<'_>) -> bool {
+    const LOSS_WORDS: &[&str] = &[
+        "mse",
+        "mae",
+        "l1",
+        "l2",
+        "nll",
+        "bce",
+        "huber",
+        "kl",
+        "kld",
+        "xent",
+        "entropy",
+        "divergence",
+    ];
+    let Some(f) = sem.current_function() else {
+        return false;
+    };
+    if f.is_method && !f.in_module_class {
+        return false;
+    }
+    f.name
+        .to_ascii_lowercase()
+        .split('_')
+        .any(|word| LOSS_WORDS.contains(&word))
 }
 
 /// What kind of per-element loop `stmt` is, as the start of the message.
