@@ -50,9 +50,18 @@ pub fn run(args: &Args) -> Result<u8, Error> {
     let dir = args.path.join(statics::MIGRATE_DIR);
     if dir.is_dir() {
         let path = dir.join("verify-report.json");
-        write_atomic(&path, report.to_json().as_bytes()).map_err(|source| Error::WriteReport {
-            path: path.clone(),
-            source,
+        let previous = std::fs::read(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<Report>(&bytes).ok());
+        let on_record = match &previous {
+            Some(previous) => report.with_previous(previous),
+            None => report.clone(),
+        };
+        write_atomic(&path, on_record.to_json().as_bytes()).map_err(|source| {
+            Error::WriteReport {
+                path: path.clone(),
+                source,
+            }
         })?;
         output::progress(args.quiet, &format!("report written to {}", path.display()));
     } else {

@@ -50,6 +50,10 @@ pub struct Check {
     /// Figures behind the detail (step times, shapes…), when there are any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
+    /// Set in `verify-report.json` on a check kept from an earlier run (its `generated_at`),
+    /// because this run did not repeat that check group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_run: Option<String>,
 }
 
 impl Check {
@@ -60,6 +64,7 @@ impl Check {
             detail: detail.into(),
             remedy: None,
             emulated: false,
+            from_run: None,
             data: None,
         }
     }
@@ -206,6 +211,36 @@ impl Report {
         self.summary = counts;
     }
 
+    /// This report plus, from `previous`, the check groups this run did not repeat, so that
+    /// `verify-report.json` holds the latest result of every group (`--runtime --pipeline` in one
+    /// run and `--data` in the next both stay on record). Kept checks carry `from_run`.
+    pub fn with_previous(&self, previous: &Report) -> Report {
+        let mut merged = self.clone();
+        if previous.project != self.project {
+            return merged;
+        }
+        for mode in &previous.modes {
+            if mode == "static" || self.modes.contains(mode) {
+                continue;
+            }
+            let prefix = format!("{mode}.");
+            let kept = previous
+                .checks
+                .iter()
+                .filter(|c| c.name.starts_with(&prefix));
+            for check in kept {
+                let mut check = check.clone();
+                check
+                    .from_run
+                    .get_or_insert_with(|| previous.generated_at.clone());
+                merged.checks.push(check);
+            }
+            merged.modes.push(mode.clone());
+        }
+        merged.finish();
+        merged
+    }
+
     /// 0 all passed (warnings allowed), 1 a check failed, 2 verify could not run.
     pub fn exit_code(&self) -> i32 {
         if self.incomplete {
@@ -289,6 +324,48 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn previous_groups_not_rerun_are_kept_with_their_run_time() {
+        let mut first = Report::new("demo", vec!["static".into(), "pipeline".into()], true);
+        first.generated_at = "2026-01-01T00:00:00Z".into();
+        first.checks.push(Check::pass("static.migrate_dir", "ok"));
+        first.checks.push(Check::pass("pipeline.loss", "finite"));
+        first.finish();
+        let mut second = Report::new("demo", vec!["static".into(), "data".into()], true);
+        second.checks.push(Check::pass("static.migrate_dir", "ok"));
+        second
+            .checks
+            .push(Check::fail("data.batches", "NaN", "fix the dataset"));
+        second.finish();
+
+        let merged = second.with_previous(&first);
+        let names: Vec<&str> = merged.checks.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["static.migrate_dir", "data.batches", "pipeline.loss"]
+        );
+        assert_eq!(
+            merged.checks[2].from_run.as_deref(),
+            Some("2026-01-01T00:00:00Z")
+        );
+        assert_eq!(merged.modes, ["static", "data", "pipeline"]);
+        assert_eq!((merged.summary.pass, merged.summary.fail), (2, 1));
+
+        // A group that ran again replaces the old one; another project's report is ignored.
+        let rerun = first.with_previous(&merged);
+        assert_eq!(
+            rerun
+                .checks
+                .iter()
+                .filter(|c| c.name == "pipeline.loss")
+                .count(),
+            1
+        );
+        let mut other = first.clone();
+        other.project = "elsewhere".into();
+        assert_eq!(second.with_previous(&other), second);
+    }
 
     #[test]
     fn exit_code_follows_the_worst_status() {
