@@ -6,8 +6,9 @@
 //! flag to `True`, or merely logs; a handler that binds a fallback makes it fine.
 
 use super::{Checker, Rule, RuleInfo};
-use crate::semantic::Semantic;
+use crate::semantic::{ImportGuard, Semantic};
 use crate::source::ast::{self, Expr, Ranged, Stmt};
+use crate::walk::{self, Visitor};
 use issue_model::{Category, Severity};
 
 pub struct CudaOnlyKernel;
@@ -67,6 +68,31 @@ impl Rule for CudaOnlyKernel {
             cx.report(expr.range(), message);
         }
     }
+
+    fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
+        let mut walker = KernelCalls {
+            text: cx.file().text,
+            guards: Vec::new(),
+            availability: 0,
+            bindings: Vec::new(),
+            calls: Vec::new(),
+        };
+        walker.visit_body(body);
+        let hits: Vec<_> = walker
+            .calls
+            .iter()
+            .filter_map(|call| walker.kernel(call).map(|k| (call.range(), k)))
+            .collect();
+        for (range, (name, advice)) in hits {
+            cx.report(
+                range,
+                format!(
+                    "`{name}` runs a CUDA-only attention kernel, which does not exist on the NPU; {advice} \
+                     (see P_FLA.md)"
+                ),
+            );
+        }
+    }
 }
 
 const FLASH_ATTENTION_2: &str = "attn_implementation=\"flash_attention_2\" needs the CUDA-only flash_attn \
@@ -111,7 +137,12 @@ fn cuda_only(module: &str) -> Option<(&'static str, &'static str)> {
 
 /// The import sits in a `try` whose `ImportError` handler installs a fallback.
 fn guarded_with_fallback(sem: &Semantic<'_>) -> bool {
-    let Some(guard) = sem.import_guard() else {
+    guard_has_fallback(sem.import_guard())
+}
+
+/// `guard` (the innermost `try` that catches `ImportError`) installs a fallback.
+fn guard_has_fallback(guard: Option<&ImportGuard<'_>>) -> bool {
+    let Some(guard) = guard else {
         return false;
     };
     if guard.reraises {
@@ -184,13 +215,158 @@ fn handler_has_fallback(body: &[Stmt]) -> bool {
 fn under_availability_check(cx: &Checker<'_>) -> bool {
     cx.semantic().stmts().iter().any(|s| {
         let Stmt::If(i) = s else { return false };
-        let test = cx.slice(i.test.range());
-        (test.contains("available") && !test.contains("cuda.is_available"))
-            || test.contains("find_spec")
-            || test.contains("TYPE_CHECKING")
-            || test.contains("is_installed")
-            || test.contains("importlib")
+        is_availability_test(cx.slice(i.test.range()))
     })
+}
+
+fn is_availability_test(test: &str) -> bool {
+    (test.contains("available") && !test.contains("cuda.is_available"))
+        || test.contains("find_spec")
+        || test.contains("TYPE_CHECKING")
+        || test.contains("is_installed")
+        || test.contains("importlib")
+}
+
+/// Attention kernels whose calls must be ported one by one: `flash_attn_*` functions of
+/// `flash_attn` and `memory_efficient_attention*` of `xformers`. The advice for a call of `name`.
+fn kernel_advice(module: &str, name: &str) -> Option<&'static str> {
+    let top = module.split('.').next().unwrap_or(module);
+    match top {
+        "flash_attn" | "flash_attn_interface" if name.starts_with("flash_attn_") => {
+            Some(if name.contains("varlen") {
+                "port it to torch_npu.npu_fusion_attention with input_layout \"TND\", \
+                 actual_seq_qlen=cu_seqlens_q[1:] and actual_seq_kvlen=cu_seqlens_k[1:]"
+            } else {
+                "port it to torch_npu.npu_fusion_attention (input_layout \"BSND\", scale=1/sqrt(head_dim), \
+                 sparse_mode=3 with a 2048x2048 causal mask when causal) or F.scaled_dot_product_attention"
+            })
+        }
+        "xformers" if name.starts_with("memory_efficient_attention") => {
+            Some("port it to F.scaled_dot_product_attention or torch_npu.npu_fusion_attention")
+        }
+        _ => None,
+    }
+}
+
+/// A name bound by an import of a CUDA-only attention kernel.
+struct KernelBinding {
+    /// The imported module (`flash_attn`, `xformers.ops`).
+    module: String,
+    /// The imported member (`flash_attn_func`), or `None` for `import flash_attn`.
+    member: Option<String>,
+    guarded: bool,
+}
+
+/// Walks a whole file (nested functions included) for the imports of attention kernels and
+/// the calls through them.
+struct KernelCalls<'a> {
+    text: &'a str,
+    guards: Vec<ImportGuard<'a>>,
+    availability: usize,
+    bindings: Vec<(String, KernelBinding)>,
+    calls: Vec<&'a ast::ExprCall>,
+}
+
+impl<'a> Visitor<'a> for KernelCalls<'a> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        match stmt {
+            Stmt::Import(import) => {
+                for alias in &import.names {
+                    let module = alias.name.as_str();
+                    let bound = alias.asname.as_ref().map_or_else(
+                        || module.split('.').next().unwrap_or(module).to_owned(),
+                        |a| a.as_str().to_owned(),
+                    );
+                    self.bind(bound, module, None);
+                }
+            }
+            Stmt::ImportFrom(from) if from.level.as_ref().is_none_or(|l| l.to_u32() == 0) => {
+                let Some(module) = from.module.as_ref().map(ast::Identifier::as_str) else {
+                    return;
+                };
+                for alias in &from.names {
+                    let name = alias.name.as_str();
+                    let bound = alias.asname.as_ref().map_or(name, ast::Identifier::as_str);
+                    self.bind(bound.to_owned(), module, Some(name));
+                }
+            }
+            Stmt::Try(t) if crate::semantic::catches_import_error(&t.handlers) => {
+                self.guards.push(ImportGuard {
+                    stmt: t,
+                    reraises: crate::semantic::import_handler_reraises(&t.handlers),
+                });
+                self.visit_body(&t.body);
+                self.guards.pop();
+                for h in &t.handlers {
+                    self.visit_except_handler(h);
+                }
+                self.visit_body(&t.orelse);
+                self.visit_body(&t.finalbody);
+            }
+            Stmt::If(i) => {
+                let text = &self.text[usize::from(i.test.start())..usize::from(i.test.end())];
+                let available = is_availability_test(text);
+                self.availability += usize::from(available);
+                walk::walk_stmt(self, stmt);
+                self.availability -= usize::from(available);
+            }
+            _ => walk::walk_stmt(self, stmt),
+        }
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if let Expr::Call(call) = expr {
+            self.calls.push(call);
+        }
+        walk::walk_expr(self, expr);
+    }
+}
+
+impl KernelCalls<'_> {
+    fn bind(&mut self, bound: String, module: &str, member: Option<&str>) {
+        let top = module.split('.').next().unwrap_or(module);
+        if !matches!(top, "flash_attn" | "flash_attn_interface" | "xformers") {
+            return;
+        }
+        let guarded = self.availability > 0 || guard_has_fallback(self.guards.last());
+        self.bindings.push((
+            bound,
+            KernelBinding {
+                module: module.to_owned(),
+                member: member.map(str::to_owned),
+                guarded,
+            },
+        ));
+    }
+
+    /// The kernel a call runs and the advice, when every import binding its name is unguarded.
+    fn kernel(&self, call: &ast::ExprCall) -> Option<(String, &'static str)> {
+        let (base, attr) = match call.func.as_ref() {
+            Expr::Name(n) => (n.id.as_str(), None),
+            Expr::Attribute(a) => match a.value.as_ref() {
+                Expr::Name(n) => (n.id.as_str(), Some(a.attr.as_str())),
+                _ => return None,
+            },
+            _ => return None,
+        };
+        let bindings: Vec<&KernelBinding> = self
+            .bindings
+            .iter()
+            .filter(|(name, _)| name == base)
+            .map(|(_, b)| b)
+            .collect();
+        if bindings.is_empty() || bindings.iter().any(|b| b.guarded) {
+            return None;
+        }
+        let binding = bindings[0];
+        let (module, name) = match (&binding.member, attr) {
+            (Some(member), None) => (binding.module.clone(), member.clone()),
+            (None, Some(attr)) => (binding.module.clone(), attr.to_owned()),
+            (Some(member), Some(attr)) => (format!("{}.{member}", binding.module), attr.to_owned()),
+            (None, None) => return None,
+        };
+        kernel_advice(&module, &name).map(|advice| (name, advice))
+    }
 }
 
 fn is_flash_attention_2(expr: &Expr) -> bool {
