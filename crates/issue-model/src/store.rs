@@ -35,7 +35,13 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<IssuesFile> {
             path: path.to_owned(),
         });
     }
-    let file: IssuesFile = match serde_json::from_slice(bytes) {
+    // Checking the UTF-8 once, up front, is quicker than serde_json checking each string; a
+    // file that is not UTF-8 goes through `from_slice` for its error's line and column.
+    let typed = match std::str::from_utf8(bytes) {
+        Ok(text) => serde_json::from_str(text),
+        Err(_) => serde_json::from_slice(bytes),
+    };
+    let file: IssuesFile = match typed {
         Ok(file) => file,
         Err(error) => return Err(explain(path, bytes, &error)),
     };
