@@ -4,7 +4,8 @@
 
 use super::{Checker, Rule, RuleInfo};
 use crate::semantic::Semantic;
-use crate::source::ast::{self, CmpOp, Expr, Ranged};
+use crate::source::ast::{self, CmpOp, Expr, Ranged, Stmt};
+use crate::source::{TextRange, TextSize};
 use issue_model::{Category, Severity};
 
 pub struct DeviceAssumption;
@@ -38,6 +39,26 @@ const ORDINAL_NAMES: &[&str] = &[
 ];
 
 impl Rule for DeviceAssumption {
+    fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
+        let (body, decorators) = match stmt {
+            Stmt::FunctionDef(f) => (&f.body, &f.decorator_list),
+            Stmt::AsyncFunctionDef(f) => (&f.body, &f.decorator_list),
+            _ => return,
+        };
+        let Some(backends) = backend_enumeration(cx.semantic(), body) else {
+            return;
+        };
+        let range = def_keyword(cx.file().text, stmt, decorators);
+        cx.report(
+            range,
+            format!(
+                "this device helper chooses among {backends} but has no npu branch, so on an NPU machine it \
+                 picks the CPU unless transfer_to_npu remaps its CUDA check; add a `torch.npu.is_available()` \
+                 branch that returns \"npu\" (see P_DEV.md)"
+            ),
+        );
+    }
+
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         let message = match expr {
             Expr::Compare(cmp) => compare(cmp),
@@ -232,4 +253,66 @@ fn capability_attr(sem: &Semantic<'_>, attr: &ast::ExprAttribute) -> Option<Stri
          the code it gates takes the wrong branch; use torch.npu.is_bf16_supported() (see P_DEV.md)"
             .to_owned()
     })
+}
+
+/// Availability checks of accelerator backends, by backend.
+const BACKEND_CHECKS: &[(&str, &str)] = &[
+    ("torch.cuda.is_available", "cuda"),
+    ("torch.backends.mps.is_available", "mps"),
+    ("torch.mps.is_available", "mps"),
+    ("torch.xpu.is_available", "xpu"),
+];
+
+/// A device helper that enumerates backends: its body checks the availability of at least two
+/// accelerator backends (`torch.cuda.is_available()`, `torch.backends.mps.is_available()`, …)
+/// and never mentions the NPU. The backends it knows, as `cuda/mps/cpu`. A helper that compares a
+/// device with `"cuda"` is left to that comparison's own issue.
+fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
+    let mut known: Vec<&str> = Vec::new();
+    let mut mentions_npu = false;
+    for occ in super::rnd::flow::find(body, |_| true) {
+        match occ.expr {
+            Expr::Call(call) => {
+                if let Some(q) = sem.resolve(&call.func)
+                    && let Some((_, backend)) = BACKEND_CHECKS.iter().find(|(f, _)| *f == q)
+                    && !known.contains(backend)
+                {
+                    known.push(backend);
+                }
+            }
+            // A comparison with "cuda" is reported on its own line, which points at the helper.
+            Expr::Compare(cmp) if compare(cmp).is_some() => return None,
+            Expr::Attribute(a) => mentions_npu |= names_npu(a.attr.as_str()),
+            Expr::Name(n) => mentions_npu |= names_npu(n.id.as_str()),
+            Expr::Constant(c) => {
+                mentions_npu |= matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu"));
+            }
+            _ => {}
+        }
+    }
+    if known.len() < 2 || mentions_npu {
+        return None;
+    }
+    known.push("cpu");
+    Some(known.join("/"))
+}
+
+/// `npu`, `npu_*`, `torch_npu`, `is_npu_available`: a name about the NPU (not `inputs`).
+fn names_npu(ident: &str) -> bool {
+    ident
+        .to_ascii_lowercase()
+        .split('_')
+        .any(|word| word == "npu")
+}
+
+/// The `def` keyword of a function definition (after its decorators), where the issue goes.
+fn def_keyword(text: &str, stmt: &Stmt, decorators: &[Expr]) -> TextRange {
+    let from = decorators.last().map_or(stmt.start(), Ranged::end);
+    let start = usize::from(from);
+    let offset = text
+        .get(start..usize::from(stmt.end()))
+        .and_then(|rest| rest.find("def"))
+        .and_then(|i| u32::try_from(start + i).ok())
+        .map_or(from, TextSize::from);
+    TextRange::new(offset, offset + TextSize::from(3))
 }
