@@ -89,10 +89,21 @@ impl Rule for Float64 {
                 let grand = ancestor_expr(&occ.ancestors, 2);
                 feeds_float64_numpy(sem, call, parent, grand, Some(&func))
             })
-            .map(|occ| occ.expr.range())
+            .map(|occ| {
+                let origin = match occ.expr {
+                    Expr::Call(call) => call
+                        .args
+                        .first()
+                        .and_then(|arg| float64_origin(sem, &func, arg, 0)),
+                    _ => None,
+                };
+                (occ.expr.range(), origin)
+            })
             .collect();
-        for range in hits {
-            cx.report(range, MESSAGE);
+        for (range, origin) in hits {
+            let related = origin.map(|o| cx.related(o, "where the array becomes float64"));
+            let finding = cx.report(range, MESSAGE);
+            finding.related.extend(related);
         }
     }
 }
@@ -346,4 +357,26 @@ fn is_float64_spec(sem: &Semantic<'_>, expr: &Expr) -> bool {
             .resolve(expr)
             .is_some_and(|q| matches!(q.as_str(), "numpy.float64" | "numpy.double")),
     }
+}
+
+/// Where a local name passed to a tensor creation became a float64 array (the `np.*` call or
+/// `.astype(np.float64)` assigned to it), when that is not the argument itself.
+fn float64_origin(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    expr: &Expr,
+    depth: u32,
+) -> Option<crate::source::TextRange> {
+    if depth > 3 {
+        return None;
+    }
+    let Expr::Name(n) = expr else {
+        return None;
+    };
+    func.assigned(n.id.as_str()).iter().find_map(|(_, value)| {
+        if matches!(value, Expr::Name(_)) {
+            return float64_origin(sem, func, value, depth + 1);
+        }
+        numpy_float64(sem, Some(func), value, 0).map(|_| value.range())
+    })
 }
