@@ -2,7 +2,9 @@
 //!
 //! Each reads, decides and writes in one pass under the lock (`issue_model::update`), on the
 //! file as it is on disk at that moment, so two processes marking different issues both land
-//! and a large file is parsed once. `--fixed` re-scans the file first, without the lock.
+//! and a large file is parsed once. `--fixed` re-scans the issue's file under the lock (one
+//! file is quick); a project-level finding, whose re-check scans the whole project, is
+//! re-checked first, without the lock, so other writers do not wait for that scan.
 
 use crate::commands::write_json;
 use crate::excerpt;
@@ -39,6 +41,13 @@ enum Decision {
     Apply(Change),
     /// Refused with an error (exit 2).
     Refuse(Error),
+    /// `--fixed` refused: the scanner still finds these (under `root`).
+    StillThere {
+        root: String,
+        found: Vec<Issue>,
+    },
+    /// `--fixed` of a project-level finding: re-check it outside the lock first.
+    ScanProject,
 }
 
 /// What happened, taken out of the locked update.
@@ -54,6 +63,12 @@ enum Outcome {
         pending: usize,
     },
     Refused(Error),
+    StillThere {
+        issue: Box<Issue>,
+        root: String,
+        found: Vec<Issue>,
+    },
+    ScanProject,
 }
 
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
@@ -61,35 +76,79 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     if ctx.args.force {
         let forced = "marked fixed with --force";
         note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
-    } else {
-        // Re-scan before taking the lock: a scan reads the whole project, and other writers
-        // should not wait for it. The change itself is then made on the file as it is.
-        let file = ctx.load()?;
-        let issue = &file.issues[find(&file, ctx.path, typed)?];
-        if issue.status != Status::Fixed {
-            match recheck::recheck(&file, ctx.path, issue) {
-                Recheck::Gone => {}
-                Recheck::Unchecked(why) => {
-                    ctx.warn(&format!(
-                        "cannot re-check {}: {why}; marking it fixed anyway",
-                        issue.id
-                    ))?;
-                }
-                Recheck::Present { root, found } => {
-                    return still_there(ctx, issue, &root, &found);
+        let outcome = decide_and_apply(ctx.path, typed, Status::Fixed, |_, _| {
+            Decision::Apply(fixed_change(note))
+        })?;
+        return report(ctx, outcome);
+    }
+    // First try: re-check under the lock, on the file as read for the change (one parse).
+    let path = ctx.path;
+    let mut warning = None;
+    let outcome = decide_and_apply(path, typed, Status::Fixed, |file, issue| {
+        if recheck::is_project_level(&issue.pattern) {
+            return Decision::ScanProject;
+        }
+        recheck_decision(file, path, issue, &mut warning, note.clone())
+    })?;
+    if !matches!(outcome, Outcome::ScanProject) {
+        if let Some(why) = warning {
+            ctx.warn(&why)?;
+        }
+        return report(ctx, outcome);
+    }
+    // A project-level finding: scan the project before taking the lock, then make the change
+    // on the file as it is then.
+    let file = ctx.load()?;
+    let issue = &file.issues[find(&file, ctx.path, typed)?];
+    if issue.status != Status::Fixed {
+        let mut warning = None;
+        match recheck_decision(&file, path, issue, &mut warning, None) {
+            Decision::StillThere { root, found } => {
+                return still_there(ctx, issue, &root, &found);
+            }
+            _ => {
+                if let Some(why) = warning {
+                    ctx.warn(&why)?;
                 }
             }
         }
     }
     let outcome = decide_and_apply(ctx.path, typed, Status::Fixed, |_, _| {
-        Decision::Apply(Change {
-            status: Status::Fixed,
-            reason: note.clone(),
-            history: HistoryStatus::Fixed,
-            note,
-        })
+        Decision::Apply(fixed_change(note))
     })?;
     report(ctx, outcome)
+}
+
+/// The change `--fixed` makes, with its note.
+fn fixed_change(note: Option<String>) -> Change {
+    Change {
+        status: Status::Fixed,
+        reason: note.clone(),
+        history: HistoryStatus::Fixed,
+        note,
+    }
+}
+
+/// Re-check `issue`: fixed when the scanner no longer finds it, or (with a warning in
+/// `warning`) when the re-check cannot run.
+fn recheck_decision(
+    file: &IssuesFile,
+    path: &Path,
+    issue: &Issue,
+    warning: &mut Option<String>,
+    note: Option<String>,
+) -> Decision {
+    match recheck::recheck(file, path, issue) {
+        Recheck::Gone => {}
+        Recheck::Unchecked(why) => {
+            *warning = Some(format!(
+                "cannot re-check {}: {why}; marking it fixed anyway",
+                issue.id
+            ));
+        }
+        Recheck::Present { root, found } => return Decision::StillThere { root, found },
+    }
+    Decision::Apply(fixed_change(note))
 }
 
 pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
@@ -185,6 +244,11 @@ fn decide_and_apply(
         let change = match decide(&file, issue) {
             Decision::Apply(change) => change,
             Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
+            Decision::StillThere { root, found } => {
+                let issue = Box::new(issue.clone());
+                return Ok((None, Outcome::StillThere { issue, root, found }));
+            }
+            Decision::ScanProject => return Ok((None, Outcome::ScanProject)),
         };
         let issue = &mut file.issues[index];
         let id = issue.id.clone();
@@ -223,6 +287,14 @@ fn decide_and_apply(
 fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
     let (id, status, changed, pending) = match outcome {
         Outcome::Refused(error) => return Err(error),
+        Outcome::StillThere { issue, root, found } => {
+            return still_there(ctx, &issue, &root, &found);
+        }
+        Outcome::ScanProject => {
+            return Err(Error::Usage(
+                "internal: a project-level re-check was not run".to_owned(),
+            ));
+        }
         Outcome::Changed {
             id,
             status,

@@ -82,6 +82,11 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
 /// rule sees one file at a time.
 const PROJECT_LEVEL: &[&str] = &["P_ENT"];
 
+/// Whether re-checking a finding of `pattern` scans the whole project.
+pub fn is_project_level(pattern: &str) -> bool {
+    PROJECT_LEVEL.contains(&pattern)
+}
+
 /// The scan that decides whether `issue` is still there.
 ///
 /// A file-local finding depends only on its file and that file's path (the module name comes

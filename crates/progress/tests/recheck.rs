@@ -131,3 +131,52 @@ fn a_real_fix_is_accepted_and_a_gone_project_is_accepted_with_a_warning() {
     );
     assert_eq!(f.issue(&ids[1]).status, Status::Fixed);
 }
+
+/// `P_ENT` is judged from the whole project (the entry point and what it imports): its
+/// re-check scans the project, not the file alone.
+#[test]
+fn a_project_level_finding_is_rechecked_on_the_whole_project() {
+    let f = Fixture::empty();
+    f.write(
+        "proj/models.py",
+        "import torch\n\n\ndef build():\n    return torch.nn.Linear(2, 2).cuda()\n",
+    );
+    f.write(
+        "proj/train.py",
+        "import torch\nfrom models import build\n\n\ndef main():\n    build()\n\n\nif __name__ == \"__main__\":\n    main()\n",
+    );
+    let result =
+        scan::scan(&f.path("proj"), &scan::Settings::default()).unwrap_or_else(|e| panic!("{e}"));
+    scan::write_issues_json(f.dir.path(), "proj", &result).unwrap_or_else(|e| panic!("{e}"));
+    let ent: Vec<_> = f
+        .load()
+        .issues
+        .into_iter()
+        .filter(|i| i.pattern == "P_ENT")
+        .collect();
+    assert_eq!(
+        ent.len(),
+        1,
+        "the scanner must report the entry point: {ent:?}"
+    );
+    let id = ent[0].id.clone();
+    assert_eq!(ent[0].file, "train.py");
+
+    let before = f.bytes();
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &id]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_contains(
+        &out,
+        &format!("{id} is not fixed: the scanner still finds it:"),
+    );
+    assert_eq!(f.bytes(), before);
+
+    f.write(
+        "proj/train.py",
+        "import torch\nimport torch_npu\nfrom models import build\n\n\ndef main():\n    build()\n\n\nif __name__ == \"__main__\":\n    main()\n",
+    );
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!err.contains("warning"), "{err}");
+    assert_eq!(f.issue(&id).status, Status::Fixed);
+}
