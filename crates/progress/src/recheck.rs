@@ -77,14 +77,10 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
     }
 }
 
-/// Rules that judge a file by facts of the whole project (entry points, imports across files):
-/// the scanner reports them from its project pass, so they need the whole tree. Every other
-/// rule sees one file at a time.
-const PROJECT_LEVEL: &[&str] = &["P_ENT"];
-
-/// Whether re-checking a finding of `pattern` scans the whole project.
+/// Whether re-checking a finding of `pattern` scans the whole project: the rule says so in the
+/// registry (`project_level`); an unknown pattern is treated as project-level, the safe side.
 pub fn is_project_level(pattern: &str) -> bool {
-    PROJECT_LEVEL.contains(&pattern)
+    scan::rules::get(pattern).is_none_or(|rule| rule.project_level)
 }
 
 /// The scan that decides whether `issue` is still there.
@@ -98,7 +94,7 @@ fn scan_for(root: &Path, issue: &Issue) -> Result<scan::ScanResult, String> {
         threads: 1,
         ..scan::Settings::default()
     };
-    if !PROJECT_LEVEL.contains(&issue.pattern.as_str())
+    if !is_project_level(&issue.pattern)
         && let Some(result) = scan_alone(root, &issue.file, &settings)
     {
         return result.map_err(|e| e.to_string());

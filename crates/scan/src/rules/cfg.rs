@@ -17,6 +17,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Structure,
     severity: Severity::Warning,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_CFG.md",
     summary: "Config values that select CUDA: `device: cuda`, `accelerator: gpu`, `gpus: N`, `backend: nccl`, `flash_attention_2`.",
     doc: include_str!("cfg.md"),

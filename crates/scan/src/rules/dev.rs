@@ -16,6 +16,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Device,
     severity: Severity::Error,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_DEV.md",
     summary: "Device comparisons, integer ordinals and capability checks that `transfer_to_npu` cannot remap.",
     doc: include_str!("dev.md"),

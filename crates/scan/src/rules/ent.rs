@@ -19,6 +19,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Structure,
     severity: Severity::Error,
     performance: false,
+    project_level: true,
     fix_template: "references/fix-templates/P_ENT.md",
     summary: "An entry point whose program uses torch but never imports torch_npu, transfer_to_npu or the runtime patcher.",
     doc: include_str!("ent.md"),

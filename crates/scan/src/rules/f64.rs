@@ -18,6 +18,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Device,
     severity: Severity::Warning,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_F64.md",
     summary: "Explicit float64 tensors, which the NPU supports for only part of its ops.",
     doc: include_str!("f64.md"),

@@ -19,6 +19,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Operator,
     severity: Severity::Error,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_FLA.md",
     summary: "CUDA-only kernels and libraries (flash_attn, xformers, apex, bitsandbytes, triton, …) that fail on the NPU.",
     doc: include_str!("fla.md"),

@@ -16,6 +16,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Framework,
     severity: Severity::Error,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_LTM.md",
     summary: "PyTorch Lightning code that assumes CUDA GPUs or uses APIs removed in Lightning 2.x.",
     doc: include_str!("ltm.md"),

@@ -72,6 +72,10 @@ pub struct RuleInfo {
     pub severity: Severity,
     /// A performance issue cannot be skipped in the fix workflow.
     pub performance: bool,
+    /// The rule judges a file by facts of the whole project (entry points, imports across
+    /// files), so re-checking one of its findings needs the whole tree; every other rule sees
+    /// one file at a time.
+    pub project_level: bool,
     /// The fix template in the release bundle: `references/fix-templates/<ID>.md`.
     pub fix_template: &'static str,
     /// One sentence: what the rule finds.

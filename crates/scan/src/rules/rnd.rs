@@ -18,6 +18,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Device,
     severity: Severity::Error,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_RND.md",
     summary: "A tensor factory without `device=` in device code creates a CPU tensor that then meets NPU tensors.",
     doc: include_str!("rnd.md"),

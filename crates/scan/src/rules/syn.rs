@@ -16,6 +16,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Structure,
     severity: Severity::Warning,
     performance: false,
+    project_level: false,
     fix_template: "references/fix-templates/P_SYN.md",
     summary: "A Python file that could not be parsed, so no other rule checked it.",
     doc: include_str!("syn.md"),

@@ -14,6 +14,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Semantic,
     severity: Severity::Warning,
     performance: true,
+    project_level: false,
     fix_template: "references/fix-templates/P_TGT.md",
     summary: "A tensor built from numpy or a `.cpu().numpy()`/`.tolist()` round trip in device code, every step.",
     doc: include_str!("tgt.md"),

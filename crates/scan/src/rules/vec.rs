@@ -18,6 +18,7 @@ pub const RULE: RuleInfo = RuleInfo {
     category: Category::Structure,
     severity: Severity::Warning,
     performance: true,
+    project_level: false,
     fix_template: "references/fix-templates/P_VEC.md",
     summary: "A Python loop over samples or elements of a tensor in device code launches tiny NPU ops (and host syncs) per iteration.",
     doc: include_str!("vec.md"),
