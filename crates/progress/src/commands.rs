@@ -165,21 +165,33 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
     Ok(Exit::Ok)
 }
 
+/// The finding's code as the scan saw it, when the file cannot show it.
+fn push_as_scanned(text: &mut String, issue: &Issue) {
+    if issue.snippet.is_empty() {
+        return;
+    }
+    text.push_str("  as scanned:\n");
+    for line in issue.snippet.lines() {
+        let _ = writeln!(text, "  > {line}");
+    }
+}
+
 /// The issue's head, its code (or why the code cannot be shown), related places and template.
 fn issue_text(ctx: &Ctx<'_>, issue: &Issue, code: &Result<Excerpt, String>) -> String {
     let style = ctx.style;
     let mut text = render::head(style, issue);
     text.push('\n');
     match code {
-        Ok(excerpt) => text.push_str(&render::excerpt(style, excerpt)),
+        Ok(excerpt) => {
+            text.push_str(&render::excerpt(style, excerpt));
+            if let Some(note) = &excerpt.note {
+                let _ = writeln!(text, "  note: {note}");
+                push_as_scanned(&mut text, issue);
+            }
+        }
         Err(why) => {
             let _ = writeln!(text, "  (code not shown: {why})");
-            if !issue.snippet.is_empty() {
-                text.push_str("  as scanned:\n");
-                for line in issue.snippet.lines() {
-                    let _ = writeln!(text, "  > {line}");
-                }
-            }
+            push_as_scanned(&mut text, issue);
         }
     }
     text.push('\n');

@@ -44,6 +44,10 @@ pub struct Excerpt {
     /// The file as found on disk (relative to the current directory when the root is).
     pub path: String,
     pub lines: Vec<Line>,
+    /// Set when the file changed since the scan: where the finding's code moved, or that it
+    /// could not be found again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -74,22 +78,37 @@ pub fn read(root: &str, issues_json: &Path, issue: &Issue) -> Result<Excerpt, St
     let text = String::from_utf8_lossy(&bytes);
     let all: Vec<&str> = text.lines().collect();
     let count = u32::try_from(all.len()).unwrap_or(u32::MAX);
-    if issue.line > count {
+    let (line, note) = match relocate(&all, issue) {
+        Place::Unchanged => (issue.line, None),
+        Place::Moved(line) => (
+            line,
+            Some(format!(
+                "the file changed since the scan: this code was on line {}, it is on line {line} now (rescan with npu-scan to update)",
+                issue.line
+            )),
+        ),
+        Place::Lost => (
+            issue.line,
+            Some(format!(
+                "the file changed since the scan: line {} no longer holds the scanned code (rescan with npu-scan)",
+                issue.line
+            )),
+        ),
+    };
+    if line > count {
         return Err(format!(
-            "{} has {count} lines, but the issue is on line {}; the file changed since the scan (rescan with npu-scan)",
+            "{} has {count} lines, but the issue is on line {line}; the file changed since the scan (rescan with npu-scan)",
             path.display(),
-            issue.line
         ));
     }
-    let first = issue.line.saturating_sub(CONTEXT).max(1);
-    let marked_end = issue
-        .end_line
-        .clamp(issue.line, issue.line + MAX_MARKED - 1);
+    let end_line = issue.end_line.max(issue.line) - issue.line + line;
+    let first = line.saturating_sub(CONTEXT).max(1);
+    let marked_end = end_line.clamp(line, line + MAX_MARKED - 1);
     let last = (marked_end + CONTEXT).min(count);
     let lines = (first..=last)
         .map(|number| {
-            let marked = (issue.line..=marked_end).contains(&number);
-            let span = (marked && issue.end_line == issue.line)
+            let marked = (line..=marked_end).contains(&number);
+            let span = (marked && issue.end_line == issue.line && note.is_none())
                 .then_some((issue.column, issue.end_column.max(issue.column + 1)));
             let index = usize::try_from(number - 1).unwrap_or(usize::MAX);
             Line {
@@ -103,7 +122,46 @@ pub fn read(root: &str, issues_json: &Path, issue: &Issue) -> Result<Excerpt, St
     Ok(Excerpt {
         path: path.display().to_string(),
         lines,
+        note,
     })
+}
+
+/// Where the finding's code is now, judged by the first line of its scanned snippet.
+#[derive(Debug, PartialEq, Eq)]
+enum Place {
+    /// At the scanned line (or the snippet is unknown).
+    Unchanged,
+    /// The scanned line moved to this line (the nearest match).
+    Moved(u32),
+    /// Nowhere in the file any more.
+    Lost,
+}
+
+fn relocate(lines: &[&str], issue: &Issue) -> Place {
+    let Some(wanted) = issue
+        .snippet
+        .lines()
+        .map(issue_model::normalize_snippet)
+        .find(|l| !l.is_empty())
+    else {
+        return Place::Unchanged;
+    };
+    let holds = |index: usize| {
+        lines
+            .get(index)
+            .is_some_and(|l| issue_model::normalize_snippet(l).contains(&wanted))
+    };
+    let scanned = usize::try_from(issue.line.max(1) - 1).unwrap_or(usize::MAX);
+    if holds(scanned) {
+        return Place::Unchanged;
+    }
+    let nearest = (0..lines.len())
+        .filter(|&i| holds(i))
+        .min_by_key(|&i| i.abs_diff(scanned));
+    match nearest.and_then(|i| u32::try_from(i + 1).ok()) {
+        Some(line) => Place::Moved(line),
+        None => Place::Lost,
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +237,8 @@ mod tests {
         assert_eq!(numbers, [5, 6, 7, 8, 9, 10]);
         assert!(excerpt.lines.iter().all(|l| l.span.is_none()));
 
+        assert!(excerpt.note.is_none());
+
         let error = read(&root, &json, &issue("a.py", 11, 11))
             .err()
             .unwrap_or_default();
@@ -187,5 +247,38 @@ mod tests {
             .err()
             .unwrap_or_default();
         assert!(error.contains("cannot find gone.py"), "{error}");
+    }
+
+    #[test]
+    fn a_moved_finding_is_followed_and_a_lost_one_is_flagged() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let text = "import torch\n\n\nx = torch.randn(3)\ny = 1\n";
+        std::fs::write(dir.path().join("a.py"), text).unwrap_or_else(|e| panic!("{e}"));
+        let json = dir.path().join("issues.json");
+        let root = dir.path().display().to_string();
+
+        let mut moved = issue("a.py", 2, 2);
+        moved.snippet = "x  =  torch.randn(3)".to_owned();
+        let excerpt = read(&root, &json, &moved).unwrap_or_else(|e| panic!("{e}"));
+        let marked: Vec<u32> = excerpt
+            .lines
+            .iter()
+            .filter(|l| l.marked)
+            .map(|l| l.number)
+            .collect();
+        assert_eq!(marked, [4]);
+        let note = excerpt.note.unwrap_or_default();
+        assert!(note.contains("was on line 2, it is on line 4"), "{note}");
+
+        let mut lost = issue("a.py", 4, 4);
+        lost.snippet = "z = torch.zeros(3)".to_owned();
+        let excerpt = read(&root, &json, &lost).unwrap_or_else(|e| panic!("{e}"));
+        let note = excerpt.note.unwrap_or_default();
+        assert!(note.contains("no longer holds the scanned code"), "{note}");
+
+        let mut beyond = issue("a.py", 40, 40);
+        beyond.snippet = "y = 1".to_owned();
+        let excerpt = read(&root, &json, &beyond).unwrap_or_else(|e| panic!("{e}"));
+        assert!(excerpt.lines.iter().any(|l| l.marked && l.number == 5));
     }
 }

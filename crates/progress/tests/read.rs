@@ -49,6 +49,7 @@ fn next_shows_the_issue_with_its_code_and_records_that_it_was_shown() {
     );
     rnd.column = 17;
     rnd.end_column = 35;
+    rnd.snippet = "noise = torch.randn(b, 16)".to_owned();
     rnd.related.push(issue_model::Related {
         file: "models/policy.py".to_owned(),
         line: 14,
@@ -143,13 +144,15 @@ fn next_order_is_errors_then_entry_points_then_files() {
 
 #[test]
 fn next_json_is_stable() {
-    let f = Fixture::new(vec![issue(
+    let mut rnd = issue(
         "RND-000001",
         "P_RND",
         Severity::Error,
         "models/policy.py",
         10,
-    )]);
+    );
+    rnd.snippet = "noise = torch.randn(b, 16)".to_owned();
+    let f = Fixture::new(vec![rnd]);
     f.write("proj/models/policy.py", &policy_source());
     let (code, out, err) = f.run(&["issues.json", "--next", "--format", "json"]);
     assert_eq!(code, 0, "{err}");
@@ -168,6 +171,7 @@ fn next_json_is_stable() {
         value["excerpt"]["lines"][3]["span"],
         serde_json::json!([5, 10])
     );
+    assert!(value["excerpt"].get("note").is_none(), "{out}");
     assert!(value["excerpt_error"].is_null());
 }
 
