@@ -154,6 +154,8 @@ def main():
         )
         return 2
     argv = [BINARY] + sys.argv[1:]
+    # The tool's hints then show the command the user actually typed.
+    os.environ.setdefault("NPU_PATCHER_INVOKED_AS", "python " + sys.argv[0])
     if os.name == "posix":
         sys.stdout.flush()
         sys.stderr.flush()

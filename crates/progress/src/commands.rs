@@ -109,8 +109,8 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
         } else if ctx.args.pattern.is_empty() {
             writeln!(
                 ctx.out,
-                "nothing pending: every issue is fixed or skipped\nconfirm with: npu-progress {} --check-complete",
-                ctx.file_arg()
+                "nothing pending: every issue is fixed or skipped\nconfirm with: {} --check-complete",
+                ctx.command()
             )?;
         } else {
             writeln!(
@@ -146,10 +146,10 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
             _ => " (this one included)".to_owned(),
         }
     );
-    let file = ctx.file_arg();
+    let command = ctx.command();
     let _ = writeln!(
         text,
-        "fixed it?       npu-progress {file} --fixed {id}",
+        "fixed it?       {command} --fixed {id}",
         id = issue.id
     );
     if issue.performance {
@@ -157,7 +157,7 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
     } else {
         let _ = writeln!(
             text,
-            "false positive? npu-progress {file} --skip {id} --reason \"...\"",
+            "false positive? {command} --skip {id} --reason \"...\"",
             id = issue.id
         );
     }
@@ -332,11 +332,7 @@ pub fn check_complete(ctx: &mut Ctx<'_>) -> Result<Exit> {
             file.issues.len()
         )?;
         rows(ctx, &file, &order)?;
-        writeln!(
-            ctx.out,
-            "work through them with: npu-progress {} --next",
-            ctx.file_arg()
-        )?;
+        writeln!(ctx.out, "work through them with: {} --next", ctx.command())?;
     }
     Ok(if complete { Exit::Ok } else { Exit::Findings })
 }

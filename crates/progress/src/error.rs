@@ -18,13 +18,15 @@ pub enum Error {
     },
 
     #[error(
-        "a skip needs a reason: npu-progress {} --skip {id} --reason \"why this is a false positive\"",
+        "a skip needs a reason: {} {} --skip {id} --reason \"why this is a false positive\"",
+        crate::invoked_as(),
         path.display()
     )]
     SkipWithoutReason { id: String, path: PathBuf },
 
     #[error(
-        "{id} is a performance issue ({pattern}) and cannot be skipped: the code runs, but slowly on the NPU, so it must be fixed; follow {template}, then run `npu-progress {} --fixed {id}`. If the finding is wrong, write `# npu: ignore[{pattern}] <why>` at the end of line {line} of {file} and rescan",
+        "{id} is a performance issue ({pattern}) and cannot be skipped: the code runs, but slowly on the NPU, so it must be fixed; follow {template}, then run `{} {} --fixed {id}`. If the finding is wrong, write `# npu: ignore[{pattern}] <why>` at the end of line {line} of {file} and rescan",
+        crate::invoked_as(),
         path.display()
     )]
     SkipPerformance {

@@ -73,20 +73,39 @@ impl Ctx<'_> {
 
     /// The issues.json as the user typed it, quoted for a shell if needed, for hints.
     pub fn file_arg(&self) -> String {
-        let text = self.path.display().to_string();
-        if text
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "._-/+:@,".contains(c))
-        {
-            text
-        } else {
-            format!("'{}'", text.replace('\'', r"'\''"))
-        }
+        shell_word(&self.path.display().to_string())
+    }
+
+    /// The command that reruns this tool on this issues.json, for hints: `npu-progress FILE`, or
+    /// `python <skill dir>/scripts/progress.py FILE` when the bundle's launcher started us.
+    pub fn command(&self) -> String {
+        format!("{} {}", invoked_as(), self.file_arg())
     }
 
     /// Load and validate the issues.json (no lock: writes are atomic renames).
     pub fn load(&self) -> Result<IssuesFile> {
         load(self.path)
+    }
+}
+
+/// How the user runs this tool: the bundle's `scripts/progress.py` launcher puts its own command
+/// line in `NPU_PATCHER_INVOKED_AS`; otherwise `npu-progress`.
+pub fn invoked_as() -> String {
+    std::env::var("NPU_PATCHER_INVOKED_AS")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "npu-progress".to_owned())
+}
+
+/// `text` quoted for a POSIX shell when it needs it.
+fn shell_word(text: &str) -> String {
+    if text
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-/+:@,".contains(c))
+    {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
     }
 }
 

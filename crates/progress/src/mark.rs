@@ -326,11 +326,11 @@ fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
     }
     writeln!(ctx.out, "{message} ({pending} pending)")?;
     if pending > 0 {
-        ctx.note(&format!("next: npu-progress {} --next", ctx.file_arg()))?;
+        ctx.note(&format!("next: {} --next", ctx.command()))?;
     } else {
         ctx.note(&format!(
-            "nothing pending; confirm with: npu-progress {} --check-complete",
-            ctx.file_arg()
+            "nothing pending; confirm with: {} --check-complete",
+            ctx.command()
         ))?;
     }
     Ok(Exit::Ok)
@@ -371,9 +371,9 @@ fn still_there(ctx: &mut Ctx<'_>, issue: &Issue, root: &str, found: &[Issue]) ->
     }
     let _ = writeln!(
         text,
-        "fix it as {} describes, then run --fixed again; if the scanner is wrong here:\n  npu-progress {} --fixed {} --force",
+        "fix it as {} describes, then run --fixed again; if the scanner is wrong here:\n  {} --fixed {} --force",
         issue.fix_template,
-        ctx.file_arg(),
+        ctx.command(),
         issue.id
     );
     ctx.out.write_all(text.as_bytes())?;

@@ -479,3 +479,27 @@ fn version_flag() {
     assert_eq!(code, 0);
     assert!(out.starts_with("npu-progress "), "{out}");
 }
+
+#[test]
+fn hints_name_the_command_the_bundle_launcher_was_run_as() {
+    let f = Fixture::new(vec![issue(
+        "RND-000001",
+        "P_RND",
+        Severity::Error,
+        "models/policy.py",
+        10,
+    )]);
+    let output = f
+        .cmd()
+        .env("NPU_PATCHER_INVOKED_AS", "python skill/scripts/progress.py")
+        .args(["issues.json", "--next"])
+        .output()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let out = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(output.status.code(), Some(0), "{out}");
+    assert_contains(
+        &out,
+        "fixed it?       python skill/scripts/progress.py issues.json --fixed RND-000001",
+    );
+    assert!(!out.contains("npu-progress issues.json"), "{out}");
+}
