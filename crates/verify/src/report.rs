@@ -214,6 +214,7 @@ impl Report {
     /// This report plus, from `previous`, the check groups this run did not repeat, so that
     /// `verify-report.json` holds the latest result of every group (`--runtime --pipeline` in one
     /// run and `--data` in the next both stay on record). Kept checks carry `from_run`.
+    #[must_use]
     pub fn with_previous(&self, previous: &Report) -> Report {
         let mut merged = self.clone();
         if previous.project != self.project {
