@@ -11,6 +11,7 @@ pub mod layout;
 pub mod merge;
 pub mod schema;
 pub mod store;
+pub mod timing;
 mod validate;
 
 pub use error::{Error, Result};
@@ -18,6 +19,7 @@ pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
 pub use store::{load, lock_path, parse, save, to_json, update};
+pub use timing::time_spent;
 
 /// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.
 pub fn now_rfc3339() -> String {

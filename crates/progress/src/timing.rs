@@ -17,30 +17,9 @@ pub fn needs_shown(issue: &Issue) -> bool {
     true
 }
 
-/// Seconds spent on `issue`: the sum over rounds, each from the first `shown`, `reopened` or
-/// `regressed` entry to the `fixed`/`skipped` entry that follows. `None` when no round is
-/// complete (never shown, or not finished).
+/// Seconds spent on `issue` (see [`issue_model::time_spent`]).
 pub fn seconds_spent(issue: &Issue) -> Option<i64> {
-    let mut started: Option<jiff::Timestamp> = None;
-    let mut total: Option<i64> = None;
-    for entry in &issue.history {
-        let Ok(at) = entry.at.parse::<jiff::Timestamp>() else {
-            continue;
-        };
-        match entry.status {
-            HistoryStatus::Shown | HistoryStatus::Reopened | HistoryStatus::Regressed => {
-                started.get_or_insert(at);
-            }
-            HistoryStatus::Fixed | HistoryStatus::Skipped => {
-                if let Some(start) = started.take() {
-                    let seconds = at.as_second() - start.as_second();
-                    *total.get_or_insert(0) += seconds.max(0);
-                }
-            }
-            _ => {}
-        }
-    }
-    total
+    issue_model::time_spent(&issue.history).map(|spent| spent.as_secs())
 }
 
 /// `1h02m`, `4m30s`, `12s`.

@@ -3,31 +3,7 @@
 use issue_model::{HistoryEntry, HistoryStatus};
 use jiff::{SignedDuration, Timestamp};
 
-/// Work time on one issue: from the moment it was shown (or reopened, or regressed) to the
-/// `fixed`/`skipped` that followed, summed over every round. `None` when the history has no
-/// such pair (for example an issue fixed without `--next`).
-pub fn time_spent(history: &[HistoryEntry]) -> Option<SignedDuration> {
-    let mut start: Option<Timestamp> = None;
-    let mut total: Option<SignedDuration> = None;
-    for entry in history {
-        let Ok(at) = entry.at.parse::<Timestamp>() else {
-            continue;
-        };
-        match entry.status {
-            HistoryStatus::Shown | HistoryStatus::Reopened | HistoryStatus::Regressed => {
-                start.get_or_insert(at);
-            }
-            HistoryStatus::Fixed | HistoryStatus::Skipped => {
-                if let Some(began) = start.take() {
-                    let spent = at.duration_since(began);
-                    total = Some(total.unwrap_or(SignedDuration::ZERO) + spent);
-                }
-            }
-            HistoryStatus::Found | HistoryStatus::Resolved => {}
-        }
-    }
-    total
-}
+pub use issue_model::time_spent;
 
 /// The earliest time any entry with `status` was recorded.
 pub fn first(
