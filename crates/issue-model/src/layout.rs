@@ -106,6 +106,17 @@ pub fn write<W: Write>(writer: W, value: &impl serde::Serialize) -> io::Result<(
     value.serialize(&mut serializer).map_err(io::Error::from)
 }
 
+/// Write `value` as it appears as a member of a top-level array (an issue of `issues`): on one
+/// line, without the indentation before it.
+pub(crate) fn write_member<W: Write>(writer: W, value: &impl serde::Serialize) -> io::Result<()> {
+    let formatter = Layout {
+        depth: INDENTED_DEPTH,
+        has_value: false,
+    };
+    let mut serializer = serde_json::Serializer::with_formatter(writer, formatter);
+    value.serialize(&mut serializer).map_err(io::Error::from)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -38,7 +38,9 @@ pub fn parse(path: &Path, bytes: &[u8]) -> Result<IssuesFile> {
     // Checking the UTF-8 once, up front, is quicker than serde_json checking each string; a
     // file that is not UTF-8 goes through `from_slice` for its error's line and column.
     let typed = match std::str::from_utf8(bytes) {
-        Ok(text) => serde_json::from_str(text),
+        Ok(text) => {
+            crate::lines::parse_parallel(text).map_or_else(|| serde_json::from_str(text), Ok)
+        }
         Err(_) => serde_json::from_slice(bytes),
     };
     let file: IssuesFile = match typed {
@@ -117,6 +119,14 @@ impl<'a> Out<'a> {
         }
     }
 
+    /// Everything of `file` but its issues (the summary still counts them).
+    fn skeleton(file: &'a IssuesFile) -> Out<'a> {
+        Out {
+            issues: &[],
+            ..Out::of(file)
+        }
+    }
+
     /// The on-disk form: [`crate::layout`] and a trailing newline.
     fn write_to(&self, writer: &mut dyn Write) -> std::io::Result<()> {
         crate::layout::write(&mut *writer, self)?;
@@ -140,7 +150,20 @@ pub fn to_json(file: &IssuesFile) -> String {
 pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
     let path = resolve(path);
     let _lock = Lock::acquire(&path)?;
-    write_atomic(&path, &Out::of(file))
+    write_atomic(&path, |writer| Out::of(file).write_to(writer))
+}
+
+/// What a change made of the loaded file, for [`update_with`].
+#[derive(Debug)]
+pub enum Save {
+    /// Write nothing.
+    Nothing,
+    /// Write this file.
+    Whole(IssuesFile),
+    /// Write this file, which differs from the one loaded only in the issues at these indices
+    /// (the same issues in the same order otherwise; the header may differ too). A large file
+    /// in the on-disk layout is then written by copying the other issues' lines unchanged.
+    Issues(IssuesFile, Vec<usize>),
 }
 
 /// Locked read-modify-write: load `path` (or `None` if it does not exist), let `change` edit it,
@@ -152,6 +175,18 @@ pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
 pub fn update<T>(
     path: &Path,
     change: impl FnOnce(Option<IssuesFile>) -> Result<(Option<IssuesFile>, T)>,
+) -> Result<T> {
+    update_with(path, |file| {
+        let (new, value) = change(file)?;
+        Ok((new.map_or(Save::Nothing, Save::Whole), value))
+    })
+}
+
+/// [`update`], with `change` saying what it changed so that a change to a few issues of a large
+/// file does not re-serialize the rest.
+pub fn update_with<T>(
+    path: &Path,
+    change: impl FnOnce(Option<IssuesFile>) -> Result<(Save, T)>,
 ) -> Result<T> {
     let path = resolve(path);
     let path = path.as_path();
@@ -170,18 +205,95 @@ pub fn update<T>(
         .as_deref()
         .map(|bytes| parse(path, bytes))
         .transpose()?;
-    let (new, value) = change(loaded)?;
-    if let Some(new) = new {
-        // Someone may have edited the file without taking our lock (an editor, `sed`):
-        // never overwrite what we did not read.
-        if !unchanged(path, original.as_deref())? {
-            return Err(Error::ChangedConcurrently {
-                path: path.to_owned(),
-            });
+    let (save, value) = change(loaded)?;
+    let (new, changed) = match save {
+        Save::Nothing => return Ok(value),
+        Save::Whole(new) => (new, None),
+        Save::Issues(new, mut changed) => {
+            changed.sort_unstable();
+            changed.dedup();
+            (new, Some(changed))
         }
-        write_atomic(path, &Out::of(&new))?;
+    };
+    // Someone may have edited the file without taking our lock (an editor, `sed`): never
+    // overwrite what we did not read.
+    if !unchanged(path, original.as_deref())? {
+        return Err(Error::ChangedConcurrently {
+            path: path.to_owned(),
+        });
     }
+    if let Some((changed, original)) = changed.zip(original.as_deref())
+        && let Some(plan) = Splice::plan(original, &new)
+    {
+        debug_assert!(
+            {
+                let mut bytes = Vec::new();
+                plan.write(&mut bytes, original, &new, &changed).is_ok()
+                    && same_file(path, &bytes, &new)
+            },
+            "a spliced write must hold exactly the changed file"
+        );
+        write_atomic(path, |writer| plan.write(writer, original, &new, &changed))?;
+        return Ok(value);
+    }
+    write_atomic(path, |writer| Out::of(&new).write_to(writer))?;
     Ok(value)
+}
+
+/// How to write a file that differs from `original` in a few issues by copying the rest.
+pub(crate) struct Splice {
+    skeleton: Vec<u8>,
+    /// Where `skeleton` shows its empty issues array.
+    at: usize,
+    ranges: Vec<std::ops::Range<usize>>,
+}
+
+impl Splice {
+    /// `None` when `original` is not in the one-issue-per-line layout with the issues of `new`.
+    pub(crate) fn plan(original: &[u8], new: &IssuesFile) -> Option<Splice> {
+        let ranges = crate::lines::issue_ranges(original, &new.issues)?;
+        if ranges.is_empty() {
+            return None;
+        }
+        let mut skeleton = Vec::with_capacity(4096);
+        Out::skeleton(new).write_to(&mut skeleton).ok()?;
+        let at = crate::lines::empty_issues_at(&skeleton)?;
+        Some(Splice {
+            skeleton,
+            at,
+            ranges,
+        })
+    }
+
+    /// Write `new`, re-serializing only its `changed` issues (sorted indices).
+    pub(crate) fn write<W: Write + ?Sized>(
+        &self,
+        writer: &mut W,
+        original: &[u8],
+        new: &IssuesFile,
+        changed: &[usize],
+    ) -> std::io::Result<()> {
+        crate::lines::write_spliced(
+            writer,
+            (&self.skeleton, self.at),
+            original,
+            &self.ranges,
+            &new.issues,
+            changed,
+        )
+    }
+}
+
+/// Whether `bytes` load as `file` with its summary recomputed (a check of spliced writes).
+fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
+    let Ok(written) = parse(path, bytes) else {
+        return false;
+    };
+    let expected = IssuesFile {
+        summary: Summary::of(&file.issues),
+        ..file.clone()
+    };
+    written == expected
 }
 
 /// Whether `path` still holds exactly `original` (`None`: does not exist), compared in chunks
@@ -229,7 +341,10 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
-fn write_atomic(path: &Path, out: &Out<'_>) -> Result<()> {
+fn write_atomic(
+    path: &Path,
+    contents: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> Result<()> {
     let permissions = match fs::metadata(path) {
         Ok(meta) if meta.permissions().readonly() => {
             return Err(Error::ReadOnly {
@@ -250,7 +365,7 @@ fn write_atomic(path: &Path, out: &Out<'_>) -> Result<()> {
         .tempfile_in(&dir)
         .map_err(write_err)?;
     let mut writer = BufWriter::with_capacity(256 * 1024, tmp);
-    out.write_to(&mut writer).map_err(write_err)?;
+    contents(&mut writer).map_err(write_err)?;
     let tmp = writer.into_inner().map_err(|e| write_err(e.into_error()))?;
     if let Some(permissions) = permissions {
         // Keep the file's mode: the temporary file is created owner-only.
@@ -331,6 +446,34 @@ impl Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_change_to_some_issues_writes_what_a_whole_write_writes() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("issues.json");
+        let golden = include_bytes!("../tests/golden/full.json");
+        let file = parse(Path::new("full.json"), golden).unwrap_or_else(|e| panic!("{e}"));
+        let mut expected = file.clone();
+        expected.issues[1].status = crate::schema::Status::Fixed;
+        expected.issues[1].reason = Some("done".to_owned());
+        // In the layout (spliced), pretty-printed by another tool (written whole).
+        let layouts = [
+            to_json(&file),
+            serde_json::to_string_pretty(&file).unwrap_or_default(),
+        ];
+        for original in layouts {
+            fs::write(&path, &original).unwrap_or_else(|e| panic!("{e}"));
+            update_with(&path, |loaded| {
+                let mut loaded = loaded.unwrap_or_else(|| panic!("the file exists"));
+                loaded.issues[1].status = crate::schema::Status::Fixed;
+                loaded.issues[1].reason = Some("done".to_owned());
+                Ok((Save::Issues(loaded, vec![1, 1]), ()))
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+            let written = fs::read_to_string(&path).unwrap_or_default();
+            assert_eq!(written, to_json(&expected));
+        }
+    }
 
     #[test]
     fn unchanged_compares_every_byte() {

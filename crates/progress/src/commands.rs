@@ -6,7 +6,7 @@ use crate::render;
 use crate::select::{Filter, WorkOrder, find};
 use crate::timing::{human, needs_shown, seconds_spent};
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Save, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -47,9 +47,9 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
     }
     let filter = Filter::new(&[], &ctx.args.pattern).pending_only();
     let now = issue_model::now_rfc3339();
-    let recorded = issue_model::update(ctx.path, |file| {
+    let recorded = issue_model::update_with(ctx.path, |file| {
         let Some(mut file) = file else {
-            return Ok((None, None));
+            return Ok((Save::Nothing, None));
         };
         let (first, remaining, pending_total) = pick(&file, &filter);
         let record = first.is_some_and(|n| needs_shown(&file.issues[n]));
@@ -66,7 +66,11 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
             pending_total,
             root: file.root.clone(),
         };
-        Ok((record.then_some(file), Some(pick)))
+        let save = match first.filter(|_| record) {
+            Some(n) => Save::Issues(file, vec![n]),
+            None => Save::Nothing,
+        };
+        Ok((save, Some(pick)))
     });
     let pick = match recorded {
         Ok(Some(pick)) => pick,

@@ -12,7 +12,7 @@ use crate::recheck::{self, Recheck};
 use crate::render;
 use crate::select::find;
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Save, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -214,10 +214,10 @@ fn decide_and_apply(
         });
     }
     let now = issue_model::now_rfc3339();
-    let outcome = issue_model::update(path, |file| {
+    let outcome = issue_model::update_with(path, |file| {
         let Some(mut file) = file else {
             return Ok((
-                None,
+                Save::Nothing,
                 Outcome::Refused(Error::Missing {
                     path: path.to_owned(),
                 }),
@@ -225,7 +225,7 @@ fn decide_and_apply(
         };
         let index = match find(&file, path, typed) {
             Ok(index) => index,
-            Err(e) => return Ok((None, Outcome::Refused(e))),
+            Err(e) => return Ok((Save::Nothing, Outcome::Refused(e))),
         };
         let issue = &file.issues[index];
         let status_only = issue.status == target && target != Status::Skipped;
@@ -233,7 +233,7 @@ fn decide_and_apply(
             let id = issue.id.clone();
             let pending = count_pending(&file.issues);
             return Ok((
-                None,
+                Save::Nothing,
                 Outcome::Already {
                     id,
                     status: target,
@@ -243,19 +243,19 @@ fn decide_and_apply(
         }
         let change = match decide(&file, issue) {
             Decision::Apply(change) => change,
-            Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
+            Decision::Refuse(error) => return Ok((Save::Nothing, Outcome::Refused(error))),
             Decision::StillThere { root, found } => {
                 let issue = Box::new(issue.clone());
-                return Ok((None, Outcome::StillThere { issue, root, found }));
+                return Ok((Save::Nothing, Outcome::StillThere { issue, root, found }));
             }
-            Decision::ScanProject => return Ok((None, Outcome::ScanProject)),
+            Decision::ScanProject => return Ok((Save::Nothing, Outcome::ScanProject)),
         };
         let issue = &mut file.issues[index];
         let id = issue.id.clone();
         if issue.status == change.status && issue.reason == change.reason {
             let pending = count_pending(&file.issues);
             return Ok((
-                None,
+                Save::Nothing,
                 Outcome::Already {
                     id,
                     status: target,
@@ -272,7 +272,7 @@ fn decide_and_apply(
         });
         let pending = count_pending(&file.issues);
         Ok((
-            Some(file),
+            Save::Issues(file, vec![index]),
             Outcome::Changed {
                 id,
                 status: target,

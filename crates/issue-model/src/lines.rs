@@ -1,0 +1,320 @@
+//! Using the one-issue-per-line layout of [`crate::layout`] to read and write large files
+//! quickly.
+//!
+//! Each issue sits on its own line inside the `"issues": [` array, so the issues of a large file
+//! can be parsed on several threads, and a command that changes a few issues (a status, a
+//! history entry) can copy every other issue's line instead of re-serializing it. Both only
+//! apply when the file demonstrably has that layout, and both give exactly what the plain path
+//! gives; anything else returns `None` and the caller parses or serializes the whole document.
+
+use crate::layout;
+use crate::schema::{Issue, IssuesFile};
+use std::ops::Range;
+
+/// Below this many issue lines a file is parsed on one thread.
+const PARALLEL_FROM: usize = 2048;
+/// The most threads a parse uses.
+const MAX_THREADS: usize = 4;
+
+/// The line that opens the issues array in the layout; JSON strings cannot hold a raw newline,
+/// so in a file in this layout it occurs once, at the top level.
+const OPEN: &[u8] = b"\n  \"issues\": [\n";
+/// An empty issues array in the layout, as a serialized file without issues shows it.
+const EMPTY: &[u8] = b"\n  \"issues\": []";
+const ISSUE_INDENT: &[u8] = b"    ";
+const ID_PREFIX: &[u8] = b"{\"id\": \"";
+
+/// `text` parsed with its issue lines split between threads; `None` when the file is small,
+/// only one CPU is available, the file is not in the layout, or anything in it does not parse
+/// (the caller then parses the whole document, which also gives the error its position).
+///
+/// The result equals a whole-document parse: every field of the format denies unknown fields,
+/// so a skeleton (the file with its issue lines removed) that parses with no issues proves that
+/// the lines removed were the members of the top-level `issues` array, and each line holds
+/// exactly one of them.
+pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
+    let bytes = text.as_bytes();
+    let start = memchr::memmem::find(bytes, OPEN)? + OPEN.len();
+    // Issue lines start with four spaces; the array closes on the first line with two.
+    let close = start + memchr::memmem::find(&bytes[start..], b"\n  ]")?;
+    let lines: Vec<&str> = text[start..close].split('\n').collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(1, std::num::NonZero::get)
+        .min(MAX_THREADS);
+    if lines.len() < PARALLEL_FROM || threads < 2 {
+        return None;
+    }
+    let mut skeleton = String::with_capacity(start + (text.len() - close));
+    skeleton.push_str(&text[..start]);
+    skeleton.push_str(&text[close + 1..]);
+    let last = lines.len() - 1;
+    let chunk = lines.len().div_ceil(threads);
+    let parsed: Vec<Option<Vec<Issue>>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = lines
+            .chunks(chunk)
+            .enumerate()
+            .map(|(n, part)| {
+                scope.spawn(move || {
+                    part.iter()
+                        .enumerate()
+                        .map(|(i, line)| {
+                            let member = if n * chunk + i == last {
+                                line
+                            } else {
+                                line.trim_end().strip_suffix(',')?
+                            };
+                            serde_json::from_str::<Issue>(member).ok()
+                        })
+                        .collect::<Option<Vec<Issue>>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|handle| handle.join().ok().flatten())
+            .collect()
+    });
+    let mut file: IssuesFile = serde_json::from_str(&skeleton).ok()?;
+    if !file.issues.is_empty() {
+        return None;
+    }
+    file.issues.reserve_exact(lines.len());
+    for part in parsed {
+        file.issues.extend(part?);
+    }
+    Some(file)
+}
+
+/// The byte range of each issue's JSON text in `original`, or `None` when the file does not
+/// have exactly one line per issue of `issues`, in order, each starting with its id.
+pub(crate) fn issue_ranges(original: &[u8], issues: &[Issue]) -> Option<Vec<Range<usize>>> {
+    let open = memchr::memmem::find(original, OPEN)?;
+    let mut pos = open + OPEN.len();
+    let mut ranges = Vec::with_capacity(issues.len());
+    for (n, issue) in issues.iter().enumerate() {
+        let end = pos + memchr::memchr(b'\n', &original[pos..])?;
+        let line = original[pos..end].strip_prefix(ISSUE_INDENT)?;
+        let text = if n + 1 < issues.len() {
+            line.strip_suffix(b",")?
+        } else {
+            line
+        };
+        let id = text.strip_prefix(ID_PREFIX)?;
+        if !(id.starts_with(issue.id.as_bytes())
+            && id.get(issue.id.len()) == Some(&b'"')
+            && text.ends_with(b"}"))
+        {
+            return None;
+        }
+        let start = pos + ISSUE_INDENT.len();
+        ranges.push(start..start + text.len());
+        pos = end + 1;
+    }
+    original[pos..].starts_with(b"  ]").then_some(ranges)
+}
+
+/// Where the skeleton of a file (the file serialized with an empty issues array) shows that
+/// empty array, or `None` if it does not in the layout's form.
+pub(crate) fn empty_issues_at(skeleton: &[u8]) -> Option<usize> {
+    memchr::memmem::find(skeleton, EMPTY)
+}
+
+/// Write the file whose skeleton is `skeleton` (its empty issues array at `at`): issue `n` is
+/// serialized from `issues[n]` when `n` is in `changed` (sorted), and copied from
+/// `original[ranges[n]]` otherwise. Runs of unchanged issues are copied as one slice:
+/// [`issue_ranges`] has checked that the bytes between them are exactly the layout's separators.
+///
+/// `ranges` must come from [`issue_ranges`] for `original` and `issues`, and `at` from
+/// [`empty_issues_at`] for `skeleton`.
+pub(crate) fn write_spliced<W: std::io::Write + ?Sized>(
+    writer: &mut W,
+    (skeleton, at): (&[u8], usize),
+    original: &[u8],
+    ranges: &[Range<usize>],
+    issues: &[Issue],
+    changed: &[usize],
+) -> std::io::Result<()> {
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return Err(std::io::Error::other("a spliced write needs issues"));
+    };
+    writer.write_all(&skeleton[..at])?;
+    writer.write_all(&OPEN[..OPEN.len() - 1])?;
+    writer.write_all(b"\n")?;
+    writer.write_all(ISSUE_INDENT)?;
+    // Where the next slice of `original` to copy starts.
+    let mut copy_from = first.start;
+    for &n in changed {
+        let (Some(issue), Some(range)) = (issues.get(n), ranges.get(n)) else {
+            continue;
+        };
+        writer.write_all(&original[copy_from..range.start])?;
+        layout::write_member(&mut *writer, issue)?;
+        copy_from = range.end;
+    }
+    writer.write_all(&original[copy_from..last.end])?;
+    writer.write_all(b"\n  ]")?;
+    writer.write_all(&skeleton[at + EMPTY.len()..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::{HistoryEntry, HistoryStatus, Status};
+
+    fn sample() -> IssuesFile {
+        let text = include_str!("../tests/golden/full.json");
+        crate::store::parse(std::path::Path::new("full.json"), text.as_bytes())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn splice(original: &[u8], file: &IssuesFile, changed: &[usize]) -> Vec<u8> {
+        let plan = crate::store::Splice::plan(original, file)
+            .unwrap_or_else(|| panic!("the file is in the layout"));
+        let mut out = Vec::new();
+        plan.write(&mut out, original, file, changed)
+            .unwrap_or_else(|e| panic!("{e}"));
+        out
+    }
+
+    /// Whatever is changed, the spliced bytes are those of a full serialization with the
+    /// recomputed summary.
+    #[test]
+    fn splice_equals_full_serialization() {
+        let original_file = sample();
+        assert!(
+            original_file.issues.len() >= 2,
+            "the golden file has issues"
+        );
+        let original = crate::store::to_json(&original_file).into_bytes();
+        for n in 0..original_file.issues.len() {
+            let mut file = original_file.clone();
+            file.issues[n].status = Status::Fixed;
+            file.issues[n].history.push(HistoryEntry {
+                at: "2026-01-01T00:00:00Z".to_owned(),
+                status: HistoryStatus::Fixed,
+                note: Some("a \"quoted\" note\nwith a newline".to_owned()),
+            });
+            let spliced = splice(&original, &file, &[n]);
+            let full = crate::store::to_json(&file);
+            assert_eq!(String::from_utf8_lossy(&spliced), full, "issue {n}");
+        }
+        // Several at once, unsorted indices as the store sorts them first.
+        let mut file = original_file.clone();
+        let last = file.issues.len() - 1;
+        file.issues[0].reason = Some("first".to_owned());
+        file.issues[last].reason = Some("last".to_owned());
+        let spliced = splice(&original, &file, &[0, last]);
+        assert_eq!(
+            String::from_utf8_lossy(&spliced),
+            crate::store::to_json(&file)
+        );
+        // A change the caller did not declare is not written: this is why the store checks
+        // spliced writes in debug builds.
+        let spliced = splice(&original, &file, &[0]);
+        assert_ne!(
+            String::from_utf8_lossy(&spliced),
+            crate::store::to_json(&file)
+        );
+    }
+
+    /// The golden file with its issues repeated past the parallel threshold.
+    fn large() -> (IssuesFile, String) {
+        let mut file = sample();
+        let base = file.issues.clone();
+        file.issues = (0..PARALLEL_FROM + 7)
+            .map(|n| {
+                let mut issue = base[n % base.len()].clone();
+                issue.id = format!("{}-{n}", issue.id);
+                issue.line = u32::try_from(n + 1).unwrap_or(u32::MAX);
+                issue
+            })
+            .collect();
+        let text = crate::store::to_json(&file);
+        (file, text)
+    }
+
+    fn cpus() -> usize {
+        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
+    }
+
+    #[test]
+    fn parallel_parse_equals_whole_document_parse() {
+        let (_, text) = large();
+        let whole: IssuesFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        match parse_parallel(&text) {
+            Some(parallel) => assert_eq!(parallel, whole),
+            None => assert!(cpus() < 2, "a large file in the layout parses in parallel"),
+        }
+        // Too small: the caller's plain parse.
+        let small = crate::store::to_json(&sample());
+        assert!(parse_parallel(&small).is_none());
+    }
+
+    #[test]
+    fn parallel_parse_never_differs_from_whole_document_parse() {
+        let (_, text) = large();
+        let start = text.find("\"issues\": [").unwrap_or(0);
+        let mut cases: Vec<String> = Vec::new();
+        // Byte edits across the issues (some keep the JSON valid, most do not).
+        for at in (start..text.len()).step_by(text.len() / 20) {
+            for with in [" ", ",", "\n", "}", "\"", "7", "\n  ]"] {
+                let mut edited = text.clone();
+                if edited.is_char_boundary(at) {
+                    edited.insert_str(at, with);
+                    cases.push(edited);
+                }
+            }
+        }
+        // Layout changes that keep the same data.
+        cases.push(text.replacen("},\n    {", "}, {", 1));
+        cases.push(text.replacen("},\n    {", "},\n\n    {", 1));
+        cases.push(text.replacen("},\n    {", "}\n    ,{", 1));
+        cases.push(text.replace('\n', "\r\n"));
+        // Another `issues` key, nested and at the top level.
+        cases.push(text.replacen(
+            "\"root\"",
+            "\"tool2\": {\n  \"issues\": [\n  ]},\n  \"root\"",
+            1,
+        ));
+        cases.push(text.replacen("\"root\"", "\"issues\": [],\n  \"root\"", 1));
+        let mut in_parallel = 0;
+        for (n, case) in cases.iter().enumerate() {
+            let whole = serde_json::from_str::<IssuesFile>(case).ok();
+            let parallel = parse_parallel(case);
+            assert!(
+                parallel.is_none() || parallel == whole,
+                "case {n}: the parallel parse gave what the whole-document parse does not"
+            );
+            in_parallel += usize::from(parallel.is_some());
+        }
+        // Edits inside strings keep the layout: those cases must have taken the parallel path.
+        assert!(
+            in_parallel > 10 || cpus() < 2,
+            "{in_parallel} cases parsed in parallel"
+        );
+    }
+
+    #[test]
+    fn refuses_files_not_in_the_layout() {
+        let file = sample();
+        let canonical = crate::store::to_json(&file);
+        assert!(issue_ranges(canonical.as_bytes(), &file.issues).is_some());
+        // Pretty-printed by another tool: issues span several lines.
+        let pretty = serde_json::to_string_pretty(&file).unwrap_or_default();
+        assert!(issue_ranges(pretty.as_bytes(), &file.issues).is_none());
+        // CRLF line endings.
+        let crlf = canonical.replace('\n', "\r\n");
+        assert!(issue_ranges(crlf.as_bytes(), &file.issues).is_none());
+        // Two issues swapped: the ids no longer match their lines.
+        let mut swapped = file.clone();
+        swapped.issues.swap(0, 1);
+        assert!(issue_ranges(canonical.as_bytes(), &swapped.issues).is_none());
+        // One issue fewer in the model than lines in the file.
+        assert!(issue_ranges(canonical.as_bytes(), &file.issues[1..]).is_none());
+        assert!(issue_ranges(canonical.as_bytes(), &file.issues[..1]).is_none());
+        // An id that is a prefix of the line's id.
+        let mut prefix = file.clone();
+        prefix.issues[0].id.pop();
+        assert!(issue_ranges(canonical.as_bytes(), &prefix.issues).is_none());
+    }
+}
