@@ -1,11 +1,21 @@
 //! Turning the bytes of a Python file into text, comments, an AST and a position map.
 //!
-//! This is the only module that talks to the parser crate, so the parser can be swapped here
-//! alone. Decoding honours a PEP 263 coding line (via `encoding_rs`); without one the bytes must
-//! be UTF-8, and invalid UTF-8 is decoded lossily and reported. The file is lexed once with the
-//! full lexer: comments are collected from that token stream and the same tokens are parsed.
+//! This is the only module that talks to the parser crate's parsing API, so the parser can be
+//! swapped here alone. Decoding honours a PEP 263 coding line (via `encoding_rs`); without one
+//! the bytes must be UTF-8, and invalid UTF-8 is decoded lossily and reported.
+//!
+//! Each file is lexed once and the same tokens are parsed; comments are collected from that
+//! token stream. Lexing first tries our own tokenizer ([`lexer::tokenize`]): byte-oriented,
+//! several times faster than the parser crate's lexer, and equal to it token for token and
+//! range for range on every file it accepts. It gives up on anything it does not handle
+//! exactly (every lexical error, non-ASCII names, unusual number forms, ...); such a file is
+//! lexed again by the parser crate's own lexer, so that syntax errors always carry the
+//! reference messages and positions.
+//!
 //! Positions are byte offsets into the decoded text; [`LineIndex`] maps them to 1-based lines
 //! and 1-based character columns.
+
+pub mod lexer;
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -13,7 +23,7 @@ use std::sync::LazyLock;
 pub use rustpython_parser::ast;
 pub use rustpython_parser::text_size::{TextRange, TextSize};
 
-use rustpython_parser::{Mode, Tok, lexer, parse_tokens};
+use rustpython_parser::{Mode, Tok, parse_tokens};
 
 /// A decoded source file, ready to parse.
 #[derive(Debug, Clone)]
@@ -156,16 +166,35 @@ pub fn parse(text: &str, path: &str) -> Result<Parsed, SyntaxError> {
 
 fn parse_inner(text: &str, path: &str) -> Result<Parsed, SyntaxError> {
     let mut comments = Vec::new();
-    let tokens = lexer::lex(text, Mode::Module).inspect(|token| {
-        if let Ok((Tok::Comment(value), range)) = token {
-            comments.push(Comment {
-                text: value.clone(),
-                range: *range,
-                own_line: own_line(text, range.start()),
-            });
-        }
-    });
-    match parse_tokens(tokens, Mode::Module, path) {
+    let result = if let Some(tokens) = lexer::tokenize(text) {
+        // The parser drops comments and non-logical newlines itself; taking them out here
+        // moves each comment's text instead of cloning it.
+        let tokens = tokens.into_iter().filter_map(|(tok, range)| match tok {
+            Tok::Comment(value) => {
+                comments.push(Comment {
+                    text: value,
+                    range,
+                    own_line: own_line(text, range.start()),
+                });
+                None
+            }
+            Tok::NonLogicalNewline => None,
+            tok => Some(Ok((tok, range))),
+        });
+        parse_tokens(tokens, Mode::Module, path)
+    } else {
+        let tokens = rustpython_parser::lexer::lex(text, Mode::Module).inspect(|token| {
+            if let Ok((Tok::Comment(value), range)) = token {
+                comments.push(Comment {
+                    text: value.clone(),
+                    range: *range,
+                    own_line: own_line(text, range.start()),
+                });
+            }
+        });
+        parse_tokens(tokens, Mode::Module, path)
+    };
+    match result {
         Ok(ast::Mod::Module(module)) => Ok(Parsed {
             body: module.body,
             comments,
