@@ -61,6 +61,12 @@ fn compare(text: &str, what: &str) -> Outcome {
     }
 }
 
+fn lex_count(text: &str) -> usize {
+    rustpython_parser::lexer::lex(text, Mode::Module)
+        .take_while(Result::is_ok)
+        .count()
+}
+
 fn python_files(root: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![root.to_path_buf()];
@@ -364,6 +370,70 @@ fn end_of_file_and_soft_keyword_contract() {
     );
 }
 
+/// `scan::source::parse` (fast tokenizer when it accepts) against the parser crate's own
+/// `parse` (reference lexer): same body, same comments, or the same error at the same place.
+fn compare_parse(text: &str, what: &str) {
+    let ours = scan::source::parse(text, "t.py");
+    let theirs = rustpython_parser::parse(text, Mode::Module, "t.py");
+    match (ours, theirs) {
+        (Ok(ours), Ok(rustpython_parser::ast::Mod::Module(module))) => {
+            assert!(
+                ours.body == module.body,
+                "{what}: the ASTs differ\n{text:?}"
+            );
+            let comments: Vec<(String, TextRange)> = reference(text)
+                .unwrap()
+                .into_iter()
+                .filter_map(|(tok, range)| match tok {
+                    Tok::Comment(text) => Some((text, range)),
+                    _ => None,
+                })
+                .collect();
+            let ours: Vec<(String, TextRange)> = ours
+                .comments
+                .into_iter()
+                .map(|c| (c.text, c.range))
+                .collect();
+            assert_eq!(ours, comments, "{what}: the comments differ\n{text:?}");
+        }
+        (Err(ours), Err(theirs)) => {
+            assert_eq!(
+                (ours.message, ours.offset),
+                (theirs.error.to_string(), theirs.offset),
+                "{what}: the syntax errors differ\n{text:?}"
+            );
+        }
+        (ours, theirs) => panic!(
+            "{what}: one side parsed and the other did not: ours ok={}, reference ok={}\n{text:?}",
+            ours.is_ok(),
+            theirs.is_ok()
+        ),
+    }
+}
+
+#[test]
+fn parse_results_equal_the_reference_parser() {
+    let mut texts: Vec<String> = ACCEPTED
+        .iter()
+        .chain(REJECTED)
+        .chain(LEFT_TO_REFERENCE)
+        .map(|s| (*s).to_owned())
+        .collect();
+    for path in repo_files() {
+        texts.push(scan::source::decode(&std::fs::read(&path).unwrap()).text);
+    }
+    let originals = texts.len();
+    let mut rng = fastrand::Rng::with_seed(SEED ^ 0xa57);
+    for _ in 0..2_000 {
+        let base = texts[rng.usize(0..originals)].clone();
+        let bytes = mutate(&mut rng, base.as_bytes());
+        texts.push(String::from_utf8_lossy(&bytes).into_owned());
+    }
+    for (i, text) in texts.iter().enumerate() {
+        compare_parse(text, &format!("input {i}"));
+    }
+}
+
 const MUTATIONS: usize = 20_000;
 const SEED: u64 = 0x1e_c0de_5eed;
 
@@ -505,10 +575,13 @@ fn corpus_agrees() {
     let (mut same, mut gave_up, mut both_fail) = (0usize, Vec::new(), 0usize);
     let mut bytes_total = 0usize;
     let mut bytes_given_up = 0usize;
-    for path in &files {
-        let text = scan::source::decode(&std::fs::read(path).unwrap()).text;
+    let texts: Vec<String> = files
+        .iter()
+        .map(|path| scan::source::decode(&std::fs::read(path).unwrap()).text)
+        .collect();
+    for (path, text) in files.iter().zip(&texts) {
         bytes_total += text.len();
-        match compare(&text, &path.display().to_string()) {
+        match compare(text, &path.display().to_string()) {
             Outcome::Same => same += 1,
             Outcome::GaveUp => {
                 bytes_given_up += text.len();
@@ -523,8 +596,24 @@ fn corpus_agrees() {
     };
     let rate = percent(gave_up.len(), files.len());
     let byte_rate = percent(bytes_given_up, bytes_total);
+    // Lexing time alone, for information (meaningful in a release build).
+    let started = std::time::Instant::now();
+    let fast_tokens: usize = texts
+        .iter()
+        .filter_map(|t| tokenize(t))
+        .map(|t| t.len())
+        .sum();
+    let fast_time = started.elapsed();
+    let started = std::time::Instant::now();
+    let reference_tokens: usize = texts.iter().map(|t| lex_count(t)).sum();
+    let reference_time = started.elapsed();
     #[allow(clippy::print_stderr, reason = "the figures are this test's report")]
     {
+        eprintln!(
+            "lexing {:.1} MB: fast {fast_time:.2?} ({fast_tokens} tokens), reference \
+             {reference_time:.2?} ({reference_tokens} tokens)",
+            f64::from(u32::try_from(bytes_total).unwrap()) / 1e6
+        );
         eprintln!(
             "{} files: {same} lexed fast and equal, {} left to the reference ({rate:.2}% of \
              files, {byte_rate:.2}% of bytes), {both_fail} rejected by both",

@@ -21,7 +21,7 @@
 //! - At the end of the file: a `Newline` (empty) unless the last line ended, then a `Dedent`
 //!   (empty) for each open indentation level.
 //! - `match`, `case` and `type` are keywords only where the parser crate's heuristics say so
-//!   (see [`resolve_soft_keywords`]); elsewhere they are names.
+//!   (see `resolve_soft_keywords`); elsewhere they are names.
 
 use memchr::{memchr, memchr2, memchr3};
 use rustpython_parser::ast::bigint::BigInt;
@@ -99,6 +99,7 @@ fn is_name_byte(b: u8) -> bool {
 }
 
 impl Lexer<'_> {
+    #[inline]
     fn push(&mut self, tok: Tok, start: usize, end: usize) {
         self.tokens.push((tok, range(start, end)));
     }
@@ -696,7 +697,7 @@ fn keyword(word: &str) -> Option<Tok> {
 ///
 /// Comments and non-logical newlines do not change whether a token starts a line. The look
 /// ahead always sees the tokens as lexed, never as already resolved.
-pub fn resolve_soft_keywords(tokens: &mut [Spanned]) {
+fn resolve_soft_keywords(tokens: &mut [Spanned]) {
     let mut line_start = true;
     for i in 0..tokens.len() {
         let keep = match tokens[i].0 {
