@@ -43,10 +43,14 @@ impl SourceFile<'_> {
     /// The lines a range covers, trimmed, at most five of them.
     pub fn snippet(&self, line: u32, end_line: u32) -> String {
         let end = end_line.clamp(line, line.saturating_add(4));
-        (line..=end)
-            .map(|l| self.index.line_text(self.text, l).trim())
-            .collect::<Vec<_>>()
-            .join("\n")
+        let mut snippet = String::new();
+        for l in line..=end {
+            if l > line {
+                snippet.push('\n');
+            }
+            snippet.push_str(self.index.line_text(self.text, l).trim());
+        }
+        snippet
     }
 
     /// The source text of a range (empty if out of bounds).

@@ -14,7 +14,7 @@
 
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Stmt};
-use std::collections::HashMap;
+use foldhash::{HashMap, HashMapExt as _};
 
 mod locals;
 
@@ -77,6 +77,9 @@ pub struct Scope {
     bindings: HashMap<String, String>,
     /// Local facts of a function scope.
     pub locals: LocalFacts,
+    /// The names of the enclosing classes and functions and this one, joined with `.`
+    /// (empty for the module).
+    symbol: String,
 }
 
 /// An enclosing `try` whose handlers catch `ImportError` (or a parent of it).
@@ -124,6 +127,7 @@ impl<'a> Semantic<'a> {
                 kind: ScopeKind::Module,
                 bindings: HashMap::new(),
                 locals: LocalFacts::default(),
+                symbol: String::new(),
             }],
             stmts: Vec::new(),
             exprs: Vec::new(),
@@ -138,12 +142,72 @@ impl<'a> Semantic<'a> {
     /// The qualified name an expression refers to through imports: `th.randn` → `torch.randn`,
     /// `F.interpolate` → `torch.nn.functional.interpolate`. `None` for anything that is not a
     /// dotted name rooted in an import or alias.
+    ///
+    /// Hot paths that only compare the name use [`Semantic::resolves_to`] or
+    /// [`Semantic::resolves_with_prefix`], which build nothing.
     pub fn resolve(&self, expr: &Expr) -> Option<String> {
+        self.resolve_with_room(expr, 0)
+    }
+
+    /// [`Semantic::resolve`] into one allocation with `room` more bytes for the attributes
+    /// that follow.
+    fn resolve_with_room(&self, expr: &Expr, room: usize) -> Option<String> {
         match expr {
-            Expr::Name(name) => self.lookup(name.id.as_str()).map(str::to_owned),
+            Expr::Name(name) => {
+                let bound = self.lookup(name.id.as_str())?;
+                let mut qualified = String::with_capacity(bound.len() + room);
+                qualified.push_str(bound);
+                Some(qualified)
+            }
             Expr::Attribute(attr) => {
-                let base = self.resolve(&attr.value)?;
-                Some(format!("{base}.{}", attr.attr.as_str()))
+                let name = attr.attr.as_str();
+                let mut qualified = self.resolve_with_room(&attr.value, room + 1 + name.len())?;
+                qualified.push('.');
+                qualified.push_str(name);
+                Some(qualified)
+            }
+            _ => None,
+        }
+    }
+
+    /// `expr` resolves to exactly `qualified` (what `resolve(expr) == Some(qualified)` says,
+    /// without building the name).
+    pub fn resolves_to(&self, expr: &Expr, qualified: &str) -> bool {
+        match expr {
+            Expr::Name(name) => self.lookup(name.id.as_str()) == Some(qualified),
+            Expr::Attribute(attr) => qualified
+                .strip_suffix(attr.attr.as_str())
+                .and_then(|base| base.strip_suffix('.'))
+                .is_some_and(|base| self.resolves_to(&attr.value, base)),
+            _ => false,
+        }
+    }
+
+    /// `expr` resolves to a qualified name that starts with `prefix` (what
+    /// `resolve(expr).is_some_and(|q| q.starts_with(prefix))` says, without building the name).
+    pub fn resolves_with_prefix(&self, expr: &Expr, prefix: &str) -> bool {
+        self.prefix_left(expr, prefix) == Some("")
+    }
+
+    /// What is left of `prefix` once the qualified name of `expr` is matched against it: `""`
+    /// when the name covers the prefix, `None` when the two differ or `expr` does not resolve.
+    fn prefix_left<'p>(&self, expr: &Expr, prefix: &'p str) -> Option<&'p str> {
+        /// Match one piece of the name against what is left of the prefix.
+        fn consume<'p>(left: &'p str, piece: &str) -> Option<&'p str> {
+            if left.len() <= piece.len() {
+                piece.starts_with(left).then_some("")
+            } else {
+                left.strip_prefix(piece)
+            }
+        }
+        match expr {
+            Expr::Name(name) => consume(prefix, self.lookup(name.id.as_str())?),
+            Expr::Attribute(attr) => {
+                let left = self.prefix_left(&attr.value, prefix)?;
+                if left.is_empty() {
+                    return Some("");
+                }
+                consume(consume(left, ".")?, attr.attr.as_str())
             }
             _ => None,
         }
@@ -159,8 +223,12 @@ impl<'a> Semantic<'a> {
 
     /// True when `expr` resolves to one of `names` (exact qualified names).
     pub fn matches(&self, expr: &Expr, names: &[&str]) -> bool {
-        self.resolve(expr)
-            .is_some_and(|q| names.contains(&q.as_str()))
+        match expr {
+            Expr::Name(name) => self
+                .lookup(name.id.as_str())
+                .is_some_and(|q| names.contains(&q)),
+            _ => names.iter().any(|name| self.resolves_to(expr, name)),
+        }
     }
 
     /// The qualified name bound to a bare name, looking through enclosing function scopes
@@ -168,7 +236,9 @@ impl<'a> Semantic<'a> {
     pub fn lookup(&self, name: &str) -> Option<&str> {
         let innermost = self.scopes.len() - 1;
         for (i, scope) in self.scopes.iter().enumerate().rev() {
-            if i != innermost && matches!(scope.kind, ScopeKind::Class(_)) {
+            if scope.bindings.is_empty()
+                || (i != innermost && matches!(scope.kind, ScopeKind::Class(_)))
+            {
                 continue;
             }
             if let Some(q) = scope.bindings.get(name) {
@@ -310,6 +380,7 @@ impl<'a> Semantic<'a> {
         let is_loss = bases.iter().any(|b| b.ends_with("_Loss"))
             || (is_module && name.to_ascii_lowercase().contains("loss"));
         self.module_classes.insert(name.clone(), is_module);
+        let symbol = self.nested_symbol(&name);
         self.scopes.push(Scope {
             kind: ScopeKind::Class(ClassInfo {
                 name,
@@ -320,6 +391,7 @@ impl<'a> Semantic<'a> {
             }),
             bindings: HashMap::new(),
             locals: LocalFacts::default(),
+            symbol,
         });
     }
 
@@ -356,6 +428,7 @@ impl<'a> Semantic<'a> {
             .collect();
         let mut locals = LocalFacts::default();
         collect_assignments(self, body, &mut locals);
+        let symbol = self.nested_symbol(name);
         self.scopes.push(Scope {
             kind: ScopeKind::Function(FunctionInfo {
                 name: name.to_owned(),
@@ -369,7 +442,18 @@ impl<'a> Semantic<'a> {
             }),
             bindings: HashMap::new(),
             locals,
+            symbol,
         });
+    }
+
+    /// The symbol of a class or function `name` defined in the innermost scope.
+    fn nested_symbol(&self, name: &str) -> String {
+        let outer = self.scopes.last().map_or("", |s| s.symbol.as_str());
+        if outer.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{outer}.{name}")
+        }
     }
 
     /// Leave the innermost class or function.
@@ -439,16 +523,8 @@ impl<'a> Semantic<'a> {
     /// The enclosing symbol as `Class.method` (nested names joined with `.`); `None` at
     /// module level.
     pub fn symbol(&self) -> Option<String> {
-        let names: Vec<&str> = self
-            .scopes
-            .iter()
-            .filter_map(|s| match &s.kind {
-                ScopeKind::Module => None,
-                ScopeKind::Class(c) => Some(c.name.as_str()),
-                ScopeKind::Function(f) => Some(f.name.as_str()),
-            })
-            .collect();
-        (!names.is_empty()).then(|| names.join("."))
+        let symbol = self.scopes.last().map_or("", |s| s.symbol.as_str());
+        (!symbol.is_empty()).then(|| symbol.to_owned())
     }
 
     // ---- statement and expression context ----------------------------------------------
@@ -655,5 +731,59 @@ mod tests {
         for no in ["trainer_config", "build_dataset", "get_train_transforms"] {
             assert!(!is_training_step_name(no), "{no}");
         }
+    }
+
+    /// The comparisons that build nothing agree with comparing what `resolve` builds.
+    #[test]
+    fn comparisons_agree_with_resolve() {
+        let text = "import torch as th\n\
+            from torch import nn, randn\n\
+            import torch.nn.functional as F\n\
+            th\nth.cuda\nth.cuda.is_available\nnn.Linear\nF.relu\nrandn\nx.cuda\nth.x().y\n";
+        let parsed = crate::source::parse(text, "m.py").unwrap();
+        let mut sem = Semantic::new("m.py");
+        sem.prebind_module(&parsed.body);
+        let names = [
+            "",
+            "t",
+            "torch",
+            "torch.",
+            "torch.c",
+            "torch.cuda",
+            "torch.cuda.",
+            "torch.cuda.is_available",
+            "torch.cuda.is_available.x",
+            "torch.nn",
+            "torch.nn.Linear",
+            "torch.nn.functional.relu",
+            "torch.randn",
+            "torch.nn.functional",
+            "th",
+            "x.cuda",
+        ];
+        let mut resolved = 0;
+        for stmt in &parsed.body {
+            let Stmt::Expr(e) = stmt else { continue };
+            let q = sem.resolve(&e.value);
+            resolved += usize::from(q.is_some());
+            for name in names {
+                assert_eq!(
+                    sem.resolves_to(&e.value, name),
+                    q.as_deref() == Some(name),
+                    "{q:?} is {name}"
+                );
+                assert_eq!(
+                    sem.resolves_with_prefix(&e.value, name),
+                    q.as_deref().is_some_and(|q| q.starts_with(name)),
+                    "{q:?} starts with {name}"
+                );
+                assert_eq!(
+                    sem.matches(&e.value, &[name, "torch.cuda"]),
+                    q.as_deref().is_some_and(|q| q == name || q == "torch.cuda"),
+                    "{q:?} in [{name}, torch.cuda]"
+                );
+            }
+        }
+        assert_eq!(resolved, 6);
     }
 }

@@ -7,6 +7,7 @@ use crate::semantic::Semantic;
 use crate::source::ast::{self, CmpOp, Expr, Ranged, Stmt};
 use crate::source::{TextRange, TextSize};
 use issue_model::{Category, Severity};
+use std::ops::ControlFlow;
 
 pub struct DeviceAssumption;
 
@@ -166,29 +167,25 @@ fn comparison_message(lit: &str) -> String {
 }
 
 fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
-    let qualified = sem.resolve(&call.func);
-    match qualified.as_deref() {
-        Some("torch.cuda.get_device_capability") => {
+    if sem.resolves_to(&call.func, "torch.cuda.get_device_capability") {
+        return Some(
+            "torch.cuda.get_device_capability() returns None on the NPU, so the code it gates \
+             breaks or takes the wrong branch; use torch.npu.is_bf16_supported() (see P_DEV.md)"
+                .to_owned(),
+        );
+    }
+    if sem.resolves_to(&call.func, "torch.device") {
+        if let [arg] = call.args.as_slice()
+            && call.keywords.is_empty()
+            && is_ordinal(arg)
+        {
             return Some(
-                "torch.cuda.get_device_capability() returns None on the NPU, so the code it gates \
-                 breaks or takes the wrong branch; use torch.npu.is_bf16_supported() (see P_DEV.md)"
+                "torch.device(<int>) means a CUDA ordinal, which transfer_to_npu does not remap; \
+                 use torch.device(f\"npu:{index}\") (see P_DEV.md)"
                     .to_owned(),
             );
         }
-        Some("torch.device") => {
-            if let [arg] = call.args.as_slice()
-                && call.keywords.is_empty()
-                && is_ordinal(arg)
-            {
-                return Some(
-                    "torch.device(<int>) means a CUDA ordinal, which transfer_to_npu does not remap; \
-                     use torch.device(f\"npu:{index}\") (see P_DEV.md)"
-                        .to_owned(),
-                );
-            }
-            return None;
-        }
-        _ => {}
+        return None;
     }
     if let Expr::Attribute(a) = call.func.as_ref()
         && a.attr.as_str() == "startswith"
@@ -270,40 +267,66 @@ const BACKEND_CHECKS: &[(&str, &str)] = &[
 /// device with `"cuda"` is left to that comparison's own issue.
 fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
     let mut known: Vec<&str> = Vec::new();
-    let mut mentions_npu = false;
-    for occ in super::rnd::flow::find(body, |_| true) {
-        match occ.expr {
+    let compares_cuda = super::rnd::flow::try_each_expr(body, |expr| {
+        match expr {
             Expr::Call(call) => {
-                if let Some(q) = sem.resolve(&call.func)
-                    && let Some((_, backend)) = BACKEND_CHECKS.iter().find(|(f, _)| *f == q)
-                    && !known.contains(backend)
+                if let Some(backend) = checked_backend(sem, call)
+                    && !known.contains(&backend)
                 {
                     known.push(backend);
                 }
             }
             // A comparison with "cuda" is reported on its own line, which points at the helper.
-            Expr::Compare(cmp) if compare(cmp).is_some() => return None,
-            Expr::Attribute(a) => mentions_npu |= names_npu(a.attr.as_str()),
-            Expr::Name(n) => mentions_npu |= names_npu(n.id.as_str()),
-            Expr::Constant(c) => {
-                mentions_npu |= matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu"));
-            }
+            Expr::Compare(cmp) if compare(cmp).is_some() => return ControlFlow::Break(()),
             _ => {}
         }
+        ControlFlow::Continue(())
+    });
+    if compares_cuda || known.len() < 2 {
+        return None;
     }
-    if known.len() < 2 || mentions_npu {
+    // Rare: only helpers that check two backends get here.
+    let mentions_npu = super::rnd::flow::try_each_expr(body, |expr| {
+        let npu = match expr {
+            Expr::Attribute(a) => names_npu(a.attr.as_str()),
+            Expr::Name(n) => names_npu(n.id.as_str()),
+            Expr::Constant(c) => {
+                matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu"))
+            }
+            _ => false,
+        };
+        if npu {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    if mentions_npu {
         return None;
     }
     known.push("cpu");
     Some(known.join("/"))
 }
 
+/// The backend whose availability `call` checks, if it is one of [`BACKEND_CHECKS`].
+fn checked_backend(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<&'static str> {
+    // Every check is `<module>.is_available`: other attribute calls say so cheaply.
+    if let Expr::Attribute(a) = call.func.as_ref()
+        && a.attr.as_str() != "is_available"
+    {
+        return None;
+    }
+    BACKEND_CHECKS
+        .iter()
+        .find(|(f, _)| sem.resolves_to(&call.func, f))
+        .map(|(_, backend)| *backend)
+}
+
 /// `npu`, `npu_*`, `torch_npu`, `is_npu_available`: a name about the NPU (not `inputs`).
 fn names_npu(ident: &str) -> bool {
     ident
-        .to_ascii_lowercase()
         .split('_')
-        .any(|word| word == "npu")
+        .any(|word| word.eq_ignore_ascii_case("npu"))
 }
 
 /// The `def` keyword of a function definition (after its decorators), where the issue goes.

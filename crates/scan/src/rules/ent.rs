@@ -65,10 +65,14 @@ impl Rule for EntryWithoutNpu {
         if let Some(note) = cuda_site(cx.semantic(), expr) {
             cx.note(CUDA_SITE, expr.range(), note);
         }
-        if is_device_use(cx.semantic(), expr) {
+        let Expr::Call(call) = expr else {
+            return;
+        };
+        let qualified = cx.semantic().resolve(&call.func);
+        if is_device_use(call, qualified.as_deref()) {
             cx.note(DEVICE_USE, expr.range(), "");
         }
-        if let Some(callee) = callee(cx.semantic(), expr) {
+        if let Some(callee) = callee(call, qualified) {
             cx.note(CALL, expr.range(), callee);
         }
     }
@@ -257,11 +261,8 @@ fn calls_device_work(cx: &ProjectChecker<'_>, from_file: &str, callee: &str, dep
 /// The function a call names: its qualified name through imports, or `.name` for a bare name
 /// that no import binds (a function of the same file). Library calls (torch, numpy, the
 /// standard library) resolve to modules outside the project and are dropped later.
-fn callee(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
-    let Expr::Call(call) = expr else {
-        return None;
-    };
-    if let Some(q) = sem.resolve(&call.func) {
+fn callee(call: &ast::ExprCall, qualified: Option<String>) -> Option<String> {
+    if let Some(q) = qualified {
         return q.contains('.').then_some(q);
     }
     match call.func.as_ref() {
@@ -273,13 +274,11 @@ fn callee(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
 /// A place that moves work to a device: `torch.device(...)`, `.to(device)`, a `device=`
 /// argument other than `"cpu"`, a Lightning/transformers `Trainer`, an accelerate
 /// `Accelerator`, or objects built from a hydra config (`hydra.utils.instantiate`).
-fn is_device_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
-    let Expr::Call(call) = expr else {
-        return false;
-    };
-    if let Some(q) = sem.resolve(&call.func) {
+/// `qualified` is the resolved name of the call's function.
+fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
+    if let Some(q) = qualified {
         if matches!(
-            q.as_str(),
+            q,
             "torch.device"
                 | "accelerate.Accelerator"
                 | "hydra.utils.instantiate"
@@ -327,17 +326,21 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                 .then(|| "`.cuda()` (becomes `.npu()` under transfer_to_npu)".to_owned())
         }
         Expr::Attribute(_) | Expr::Name(_) => {
+            // Only the outermost part of a dotted name.
+            if let Some(Expr::Attribute(parent)) = sem.parent_expr()
+                && std::ptr::eq(parent.value.as_ref(), expr)
+            {
+                return None;
+            }
+            // Every name below is under `torch.`: most names are not, and say so cheaply.
+            if !sem.resolves_with_prefix(expr, "torch.") {
+                return None;
+            }
             let q = sem.resolve(expr)?;
             let cuda = q == "torch.cuda" || q.starts_with("torch.cuda.");
             let cudnn = q.starts_with("torch.backends.cudnn");
             let backend = q == "torch.backends.cuda" || q.starts_with("torch.backends.cuda.");
             if !cuda && !cudnn && !backend {
-                return None;
-            }
-            // Only the outermost part of a dotted name.
-            if let Some(Expr::Attribute(parent)) = sem.parent_expr()
-                && std::ptr::eq(parent.value.as_ref(), expr)
-            {
                 return None;
             }
             Some(if cudnn {

@@ -72,14 +72,10 @@ impl Rule for Float64 {
         let Some(func) = Function::in_class(sem, def) else {
             return;
         };
-        let calls = flow::find(func.body, |e| {
-            sem.resolve_call(e).is_some_and(|q| {
-                matches!(
-                    q.as_str(),
-                    "torch.from_numpy" | "torch.as_tensor" | "torch.tensor"
-                )
-            })
-        });
+        let calls = flow::find(
+            func.body,
+            |e| matches!(e, Expr::Call(c) if sem.matches(&c.func, FROM_NUMPY)),
+        );
         let hits: Vec<_> = calls
             .iter()
             .filter(|occ| {
@@ -123,16 +119,24 @@ fn grandparent<'a>(sem: &Semantic<'a>) -> Option<&'a Expr> {
     exprs.len().checked_sub(2).map(|i| exprs[i])
 }
 
+/// The qualified names of the float64 dtype and tensor types.
+const FLOAT64_NAMES: &[&str] = &[
+    "torch.float64",
+    "torch.double",
+    "torch.DoubleTensor",
+    "torch.cuda.DoubleTensor",
+];
+
 fn is_float64_name(q: &str) -> bool {
-    matches!(
-        q,
-        "torch.float64" | "torch.double" | "torch.DoubleTensor" | "torch.cuda.DoubleTensor"
-    )
+    FLOAT64_NAMES.contains(&q)
 }
+
+/// Calls that turn a numpy array into a tensor.
+const FROM_NUMPY: &[&str] = &["torch.from_numpy", "torch.as_tensor", "torch.tensor"];
 
 /// `torch.float64` used as a dtype, not compared, looked up or asked about.
 fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
-    if !sem.resolve(expr).is_some_and(|q| is_float64_name(&q)) {
+    if !sem.matches(expr, FLOAT64_NAMES) {
         return false;
     }
     let exprs = sem.exprs();
@@ -194,13 +198,7 @@ fn feeds_float64_numpy(
     grand: Option<&Expr>,
     func: Option<&Function<'_>>,
 ) -> bool {
-    let Some(q) = sem.resolve(&call.func) else {
-        return false;
-    };
-    if !matches!(
-        q.as_str(),
-        "torch.from_numpy" | "torch.as_tensor" | "torch.tensor"
-    ) {
+    if !sem.matches(&call.func, FROM_NUMPY) {
         return false;
     }
     let Some(arg) = call.args.first() else {

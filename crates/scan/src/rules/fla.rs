@@ -71,6 +71,12 @@ impl Rule for CudaOnlyKernel {
     }
 
     fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
+        // Most files import no attention kernel: a walk over the statements alone says so.
+        let mut imports = KernelImports { found: false };
+        imports.visit_body(body);
+        if !imports.found {
+            return;
+        }
         let mut walker = KernelCalls {
             text: cx.file().text,
             guards: Vec::new(),
@@ -249,6 +255,39 @@ fn kernel_advice(module: &str, name: &str) -> Option<&'static str> {
     }
 }
 
+/// Walks the statements of a whole file (nested functions included, expressions skipped) for
+/// an import that [`KernelCalls::bind`] would record.
+struct KernelImports {
+    found: bool,
+}
+
+impl<'a> Visitor<'a> for KernelImports {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        if self.found {
+            return;
+        }
+        let modules: Vec<&str> = match stmt {
+            Stmt::Import(import) => import.names.iter().map(|a| a.name.as_str()).collect(),
+            Stmt::ImportFrom(from) if from.level.as_ref().is_none_or(|l| l.to_u32() == 0) => {
+                from.module.iter().map(ast::Identifier::as_str).collect()
+            }
+            _ => {
+                walk::walk_stmt(self, stmt);
+                return;
+            }
+        };
+        self.found = modules.into_iter().any(is_kernel_module);
+    }
+
+    fn visit_expr(&mut self, _expr: &'a Expr) {}
+}
+
+/// A module whose imports [`KernelCalls`] tracks.
+fn is_kernel_module(module: &str) -> bool {
+    let top = module.split('.').next().unwrap_or(module);
+    matches!(top, "flash_attn" | "flash_attn_interface" | "xformers")
+}
+
 /// A name bound by an import of a CUDA-only attention kernel.
 struct KernelBinding {
     /// The imported module (`flash_attn`, `xformers.ops`).
@@ -325,8 +364,7 @@ impl<'a> Visitor<'a> for KernelCalls<'a> {
 
 impl KernelCalls<'_> {
     fn bind(&mut self, bound: String, module: &str, member: Option<&str>) {
-        let top = module.split('.').next().unwrap_or(module);
-        if !matches!(top, "flash_attn" | "flash_attn_interface" | "xformers") {
+        if !is_kernel_module(module) {
             return;
         }
         let guarded = self.availability > 0 || guard_has_fallback(self.guards.last());
@@ -430,6 +468,10 @@ fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
             "attn_implementation=\"flash_attention_2\"",
             "use_flash_attention_2=True",
         ));
+    }
+    // Every name below is under `torch.`: most calls are not, and say so cheaply.
+    if !sem.resolves_with_prefix(&call.func, "torch.") {
+        return None;
     }
     let q = sem.resolve(&call.func)?;
     let keyword = |name: &str| {

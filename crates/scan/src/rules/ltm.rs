@@ -271,7 +271,15 @@ impl Rule for Lightning {
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         match expr {
             Expr::Call(call) => {
-                let Some(q) = cx.semantic().resolve(&call.func) else {
+                // Every name below is under `lightning` or `pytorch_lightning`: most calls are
+                // not, and say so cheaply.
+                let sem = cx.semantic();
+                if !sem.resolves_with_prefix(&call.func, "lightning")
+                    && !sem.resolves_with_prefix(&call.func, "pytorch_lightning")
+                {
+                    return;
+                }
+                let Some(q) = sem.resolve(&call.func) else {
                     return;
                 };
                 if is_trainer(&q) {
@@ -291,8 +299,7 @@ impl Rule for Lightning {
             // `pl.metrics.Accuracy()` where `pl` is `pytorch_lightning`.
             Expr::Attribute(attr)
                 if attr.attr.as_str() == "metrics"
-                    && cx.semantic().resolve(&attr.value).as_deref()
-                        == Some("pytorch_lightning") =>
+                    && cx.semantic().resolves_to(&attr.value, "pytorch_lightning") =>
             {
                 cx.report(
                     expr.range(),

@@ -87,8 +87,21 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
 
 /// The factory's short name when `expr` is a call of a torch factory.
 fn factory_name(sem: &Semantic<'_>, expr: &Expr) -> Option<&'static str> {
-    let q = sem.resolve_call(expr)?;
-    let short = q.strip_prefix("torch.")?;
+    let Expr::Call(call) = expr else {
+        return None;
+    };
+    // The qualified name is `torch.<factory>`: `<torch>.<factory>` or a name bound to it.
+    let short = match call.func.as_ref() {
+        Expr::Attribute(a) => {
+            let short = a.attr.as_str();
+            if !FACTORIES.contains(&short) || !sem.resolves_to(&a.value, "torch") {
+                return None;
+            }
+            short
+        }
+        Expr::Name(n) => sem.lookup(n.id.as_str())?.strip_prefix("torch.")?,
+        _ => return None,
+    };
     FACTORIES.iter().copied().find(|f| *f == short)
 }
 

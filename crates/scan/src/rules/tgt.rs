@@ -49,10 +49,7 @@ impl Rule for HostTargets {
             return;
         }
         let sem = cx.semantic();
-        let calls = flow::find(func.body, |e| {
-            sem.resolve_call(e)
-                .is_some_and(|q| TO_TENSOR.contains(&q.as_str()))
-        });
+        let calls = flow::find(func.body, |e| is_to_tensor(sem, e));
         let hits: Vec<_> = calls
             .iter()
             .filter_map(|occ| {
@@ -89,22 +86,19 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
     if pulls.is_empty() {
         return;
     }
-    let back: Vec<_> = flow::find(func.body, |e| {
-        sem.resolve_call(e)
-            .is_some_and(|q| TO_TENSOR.contains(&q.as_str()))
-    })
-    .into_iter()
-    .filter(|occ| {
-        let Expr::Call(call) = occ.expr else {
-            return false;
-        };
-        call.args
-            .first()
-            .is_some_and(|arg| flow::derives_from_host(sem, func, arg, 0))
-            && goes_to_device(call, &occ.ancestors)
-    })
-    .map(|occ| occ.expr.range())
-    .collect();
+    let back: Vec<_> = flow::find(func.body, |e| is_to_tensor(sem, e))
+        .into_iter()
+        .filter(|occ| {
+            let Expr::Call(call) = occ.expr else {
+                return false;
+            };
+            call.args
+                .first()
+                .is_some_and(|arg| flow::derives_from_host(sem, func, arg, 0))
+                && goes_to_device(call, &occ.ancestors)
+        })
+        .map(|occ| occ.expr.range())
+        .collect();
     if back.is_empty() {
         return;
     }
@@ -121,6 +115,11 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
         );
         finding.related.clone_from(&related);
     }
+}
+
+/// A call that turns host data into a tensor.
+fn is_to_tensor(sem: &crate::semantic::Semantic<'_>, expr: &Expr) -> bool {
+    matches!(expr, Expr::Call(c) if sem.matches(&c.func, TO_TENSOR))
 }
 
 /// Datasets, collate functions and other code that runs in `DataLoader` workers.

@@ -4,7 +4,7 @@
 use super::Semantic;
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
-use std::collections::HashMap;
+use foldhash::HashMap;
 
 /// A name's assignment inside one function.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,21 +16,22 @@ use crate::source::ast::{self, Expr, ExprContext, Ranged, Stmt};
 use crate::walk::{self, Visitor};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, HashSet};
+use std::ops::ControlFlow;
 
 /// A function definition's parts.
 pub struct Function<'a> {
     pub name: &'a str,
     pub args: &'a ast::Arguments,
     pub body: &'a [Stmt],
-    /// Attributes of `self` that hold tensors or submodules (parameters, buffers, modules and
-    /// tensors assigned in any method of the enclosing class).
-    pub self_tensors: Vec<&'a str>,
+    /// The body of the innermost class enclosing the walk, if any.
+    class_body: Option<&'a [Stmt]>,
     /// Lazily built indexes of the body, so that each question costs a lookup, not a walk.
     cache: Cache<'a>,
 }
 
 #[derive(Default)]
 struct Cache<'a> {
+    self_tensors: OnceCell<Vec<&'a str>>,
     assignments: OnceCell<HashMap<&'a str, Vec<(TextSize, &'a Expr)>>>,
     loads: OnceCell<HashMap<&'a str, Vec<Occurrence<'a>>>>,
     range_vars: OnceCell<HashSet<&'a str>>,
@@ -47,31 +48,38 @@ impl<'a> Function<'a> {
                 name: f.name.as_str(),
                 args: &f.args,
                 body: &f.body,
-                self_tensors: Vec::new(),
+                class_body: None,
                 cache: Cache::default(),
             }),
             Stmt::AsyncFunctionDef(f) => Some(Function {
                 name: f.name.as_str(),
                 args: &f.args,
                 body: &f.body,
-                self_tensors: Vec::new(),
+                class_body: None,
                 cache: Cache::default(),
             }),
             _ => None,
         }
     }
 
-    /// The function `def` with the tensor attributes of the innermost class enclosing the walk.
+    /// The function `def`, a method of the innermost class enclosing the walk (if any).
     pub fn in_class(sem: &Semantic<'a>, def: &'a Stmt) -> Option<Function<'a>> {
         let mut func = Function::new(def)?;
-        let class = sem.stmts().iter().rev().find_map(|s| match s {
-            Stmt::ClassDef(c) => Some(c),
+        func.class_body = sem.stmts().iter().rev().find_map(|s| match s {
+            Stmt::ClassDef(c) => Some(c.body.as_slice()),
             _ => None,
         });
-        if let Some(class) = class {
-            func.self_tensors = self_tensor_attrs(sem, &class.body);
-        }
         Some(func)
+    }
+
+    /// Attributes of `self` that hold tensors or submodules (parameters, buffers, modules and
+    /// tensors assigned in any method of the enclosing class). Built on first use, with the
+    /// semantic model of the walk's current point.
+    pub fn self_tensors(&self, sem: &Semantic<'_>) -> &[&'a str] {
+        self.cache.self_tensors.get_or_init(|| {
+            self.class_body
+                .map_or_else(Vec::new, |body| self_tensor_attrs(sem, body))
+        })
     }
 
     /// The annotation of parameter `name`, if it has one.
@@ -396,6 +404,46 @@ pub fn find<'a>(body: &'a [Stmt], pred: impl FnMut(&'a Expr) -> bool) -> Vec<Occ
     finder.out
 }
 
+struct EachExpr<F> {
+    f: F,
+    done: bool,
+}
+
+impl<'a, F: FnMut(&'a Expr) -> ControlFlow<()>> Visitor<'a> for EachExpr<F> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        // Nested functions and classes are analysed on their own.
+        if self.done
+            || matches!(
+                stmt,
+                Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_) | Stmt::ClassDef(_)
+            )
+        {
+            return;
+        }
+        walk::walk_stmt(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.done {
+            return;
+        }
+        if (self.f)(expr).is_break() {
+            self.done = true;
+            return;
+        }
+        walk::walk_expr(self, expr);
+    }
+}
+
+/// Calls `f` on every expression of `body` (nested functions and classes excluded), in the
+/// order of [`find`], until it breaks; true when it did. Cheaper than [`find`] when the
+/// ancestors are not needed.
+pub fn try_each_expr<'a>(body: &'a [Stmt], f: impl FnMut(&'a Expr) -> ControlFlow<()>) -> bool {
+    let mut each = EachExpr { f, done: false };
+    each.visit_body(body);
+    each.done
+}
+
 /// Every statement of `body`, nested blocks included (nested functions and classes
 /// excluded), in source order.
 pub fn statements<'a>(body: &'a [Stmt], out: &mut Vec<&'a Stmt>) {
@@ -523,6 +571,17 @@ fn is_self_attr(expr: &Expr) -> bool {
     }
 }
 
+/// The last part of [`crate::semantic::dotted`]'s text for `expr`, without building it.
+fn last_name(expr: &Expr) -> &str {
+    match expr {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        Expr::Call(c) => last_name(&c.func),
+        Expr::Subscript(s) => last_name(&s.value),
+        _ => "?",
+    }
+}
+
 /// Attributes of `self` that the methods of a class body bind to tensors or modules:
 /// `self.x = nn.Linear(...)`, `self.x = torch.zeros(...)`, `self.x = nn.Parameter(...)`,
 /// `self.register_buffer("x", ...)`.
@@ -543,14 +602,9 @@ fn self_tensor_attrs<'a>(sem: &Semantic<'_>, class_body: &'a [Stmt]) -> Vec<&'a 
                     // model is a submodule.
                     let tensor = match a.value.as_ref() {
                         Expr::Call(c) => {
-                            sem.resolve(&c.func)
-                                .is_some_and(|q| q.starts_with("torch."))
-                                || crate::semantic::dotted(&c.func)
-                                    .rsplit('.')
-                                    .next()
-                                    .is_some_and(|last| {
-                                        last.starts_with(|ch: char| ch.is_ascii_uppercase())
-                                    })
+                            sem.resolves_with_prefix(&c.func, "torch.")
+                                || last_name(&c.func)
+                                    .starts_with(|ch: char| ch.is_ascii_uppercase())
                         }
                         _ => false,
                     };

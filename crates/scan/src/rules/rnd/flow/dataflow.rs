@@ -234,7 +234,7 @@ fn step_expr(
             }
             // A submodule of the model gets the tensor (it meets the weights), or a method of a
             // device tensor does: `x.masked_fill(mask, 0)`.
-            let device_callee = is_submodule(func, &c.func)
+            let device_callee = is_submodule(sem, func, &c.func)
                 || matches!(c.func.as_ref(), Expr::Attribute(a) if is_device_value(sem, func, &a.value, 0));
             if device_callee {
                 Step::Done(Flow::Meets)

@@ -225,7 +225,7 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
             }
             match a.value.as_ref() {
                 Expr::Name(n) if n.id.as_str() == "self" => {
-                    func.self_tensors.contains(&a.attr.as_str())
+                    func.self_tensors(sem).contains(&a.attr.as_str())
                 }
                 Expr::Attribute(inner) if is_self_attr(&inner.value) => {
                     matches!(a.attr.as_str(), "weight" | "bias")
@@ -246,7 +246,7 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
                     .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"));
                 return device_kw || args.any(|a| is_device_value(sem, func, a, next));
             }
-            if is_submodule(func, &c.func) {
+            if is_submodule(sem, func, &c.func) {
                 return true;
             }
             match c.func.as_ref() {
@@ -278,10 +278,10 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
 }
 
 /// `self.<name>` where the class binds `<name>` to a torch module or tensor.
-pub(super) fn is_submodule(func: &Function<'_>, callee: &Expr) -> bool {
+pub(super) fn is_submodule(sem: &Semantic<'_>, func: &Function<'_>, callee: &Expr) -> bool {
     matches!(callee, Expr::Attribute(a)
         if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
-            && func.self_tensors.contains(&a.attr.as_str()))
+            && func.self_tensors(sem).contains(&a.attr.as_str()))
 }
 
 /// An attribute path through a configuration object: `self.config.hidden_size`, `cfg.dim`.
