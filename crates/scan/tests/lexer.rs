@@ -113,9 +113,7 @@ fn repository_python_files_agree_and_are_not_given_up() {
             Outcome::GaveUp => gave_up.push(what),
         }
     }
-    // Every file the reference can lex is ordinary code, except the fixtures that exist to
-    // show unusual input (non-ASCII names).
-    gave_up.retain(|path| !path.contains("non_ascii"));
+    // Every file the reference can lex is ordinary code.
     assert!(
         gave_up.is_empty(),
         "the fast tokenizer gave up on ordinary files: {gave_up:#?}"
