@@ -293,6 +293,19 @@ impl Project {
         let Some(&start) = self.index.get(file) else {
             return Vec::new();
         };
+        let seen = self.reached(start);
+        let mut out = vec![self.paths[start].as_str()];
+        out.extend(
+            seen.iter()
+                .enumerate()
+                .filter(|&(i, &s)| s && i != start)
+                .map(|(i, _)| self.paths[i].as_str()),
+        );
+        out
+    }
+
+    /// Which files (by index) file `start` reaches through imports, itself included.
+    fn reached(&self, start: usize) -> Vec<bool> {
         let mut seen = vec![false; self.paths.len()];
         seen[start] = true;
         let mut queue = VecDeque::from([start]);
@@ -304,20 +317,14 @@ impl Project {
                 }
             }
         }
-        let mut out = vec![self.paths[start].as_str()];
-        out.extend(
-            seen.iter()
-                .enumerate()
-                .filter(|&(i, &s)| s && i != start)
-                .map(|(i, _)| self.paths[i].as_str()),
-        );
-        out
+        seen
     }
 
     /// Every entry point, sorted by file.
     pub fn entry_points(&self) -> Vec<EntryPoint> {
         let mut out = Vec::new();
-        for (path, facts) in &self.files {
+        // `paths` lists the files in the order of `files`, so index `i` is the `i`-th file.
+        for (i, (path, facts)) in self.files.iter().enumerate() {
             if facts.entry_markers.is_empty() {
                 continue;
             }
@@ -336,13 +343,15 @@ impl Project {
                 .find(|m| m.kind == EntryKind::MainGuard)
                 .unwrap_or(&facts.entry_markers[0]);
             let function = facts.entry_markers.iter().find_map(|m| m.function.clone());
-            let reach = self.reachable(path);
-            let uses_torch = reach
-                .iter()
-                .any(|f| self.files.get(*f).is_some_and(|x| x.uses_torch));
-            let sets_up_npu = reach
-                .iter()
-                .any(|f| self.files.get(*f).is_some_and(|x| x.sets_up_npu));
+            let reach = self.reached(i);
+            let reached = || {
+                self.files
+                    .values()
+                    .zip(&reach)
+                    .filter_map(|(f, &r)| r.then_some(f))
+            };
+            let uses_torch = reached().any(|f| f.uses_torch);
+            let sets_up_npu = reached().any(|f| f.sets_up_npu);
             out.push(EntryPoint {
                 file: path.clone(),
                 line: anchor.site.line,

@@ -310,16 +310,18 @@ fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
 
 /// The backend whose availability `call` checks, if it is one of [`BACKEND_CHECKS`].
 fn checked_backend(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<&'static str> {
-    // Every check is `<module>.is_available`: other attribute calls say so cheaply.
-    if let Expr::Attribute(a) = call.func.as_ref()
-        && a.attr.as_str() != "is_available"
-    {
-        return None;
-    }
-    BACKEND_CHECKS
-        .iter()
-        .find(|(f, _)| sem.resolves_to(&call.func, f))
-        .map(|(_, backend)| *backend)
+    let found = match call.func.as_ref() {
+        // Every check is `<module>.is_available`: other attribute calls say so cheaply.
+        Expr::Attribute(a) if a.attr.as_str() != "is_available" => return None,
+        Expr::Name(n) => {
+            let q = sem.lookup(n.id.as_str())?;
+            BACKEND_CHECKS.iter().find(|(f, _)| *f == q)
+        }
+        func => BACKEND_CHECKS
+            .iter()
+            .find(|(f, _)| sem.resolves_to(func, f)),
+    };
+    found.map(|(_, backend)| *backend)
 }
 
 /// `npu`, `npu_*`, `torch_npu`, `is_npu_available`: a name about the NPU (not `inputs`).
