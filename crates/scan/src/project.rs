@@ -244,16 +244,20 @@ impl Project {
     /// The project file an import in `from_file` refers to, if it is one of ours.
     pub fn resolve_import(&self, from_file: &str, import: &ImportFact) -> Option<&str> {
         let dir = from_file.rsplit_once('/').map_or("", |(d, _)| d);
+        let mut path = String::new();
         for candidate in &import.candidates {
             // The importing script's directory is on sys.path.
-            let rel = candidate.replace('.', "/");
-            for path in [format!("{rel}.py"), format!("{rel}/__init__.py")] {
-                let joined = if dir.is_empty() {
-                    path
-                } else {
-                    format!("{dir}/{path}")
-                };
-                if let Some((key, _)) = self.files.get_key_value(&joined) {
+            path.clear();
+            if !dir.is_empty() {
+                path.push_str(dir);
+                path.push('/');
+            }
+            path.extend(candidate.chars().map(|c| if c == '.' { '/' } else { c }));
+            let stem = path.len();
+            for suffix in [".py", "/__init__.py"] {
+                path.truncate(stem);
+                path.push_str(suffix);
+                if let Some((key, _)) = self.files.get_key_value(path.as_str()) {
                     return Some(key);
                 }
             }

@@ -136,14 +136,15 @@ const FROM_NUMPY: &[&str] = &["torch.from_numpy", "torch.as_tensor", "torch.tens
 
 /// `torch.float64` used as a dtype, not compared, looked up or asked about.
 fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
-    if !sem.matches(expr, FLOAT64_NAMES) {
-        return false;
-    }
     let exprs = sem.exprs();
     if let Some(Expr::Attribute(a)) = exprs.last()
         && std::ptr::eq(a.value.as_ref(), expr)
     {
-        // `torch.float64.itemsize`: a question about the dtype.
+        // `torch.float64.itemsize`: a question about the dtype (and `torch` in
+        // `torch.float64` is no dtype at all).
+        return false;
+    }
+    if !sem.matches(expr, FLOAT64_NAMES) {
         return false;
     }
     if in_cpu_branch(sem, expr) {

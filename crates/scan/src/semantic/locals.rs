@@ -143,14 +143,18 @@ fn record_target(
         }
         _ => (None, false, false, false),
     };
-    out.assignments
-        .entry(name.to_owned())
-        .or_default()
-        .push(Assignment {
-            range,
-            call,
-            has_device_kw,
-            moves_to_device,
-            moves_itself,
-        });
+    let assignment = Assignment {
+        range,
+        call,
+        has_device_kw,
+        moves_to_device,
+        moves_itself,
+    };
+    // Allocate the key only for a name not seen before.
+    match out.assignments.get_mut(name) {
+        Some(list) => list.push(assignment),
+        None => {
+            out.assignments.insert(name.to_owned(), vec![assignment]);
+        }
+    }
 }
