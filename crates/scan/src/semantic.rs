@@ -248,6 +248,16 @@ impl<'a> Semantic<'a> {
         None
     }
 
+    /// Some name that [`Semantic::lookup`] sees here is bound to a qualified name that
+    /// satisfies `pred` (shadowed bindings included).
+    pub fn binds_any(&self, pred: impl Fn(&str) -> bool) -> bool {
+        let innermost = self.scopes.len() - 1;
+        self.scopes.iter().enumerate().any(|(i, scope)| {
+            (i == innermost || !matches!(scope.kind, ScopeKind::Class(_)))
+                && scope.bindings.values().any(|q| pred(q))
+        })
+    }
+
     /// Bind `name` to a qualified name in the current scope.
     pub fn bind(&mut self, name: &str, qualified: String) {
         if let Some(scope) = self.scopes.last_mut() {

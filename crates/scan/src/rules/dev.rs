@@ -47,6 +47,15 @@ impl Rule for DeviceAssumption {
             Stmt::AsyncFunctionDef(f) => (&f.body, &f.decorator_list),
             _ => return,
         };
+        // A backend check calls `<module>.is_available` or a name bound to one of them: most
+        // functions have neither, which is cheaper to see than to walk their bodies.
+        if !cx.slice(stmt.range()).contains("is_available")
+            && !cx
+                .semantic()
+                .binds_any(|q| BACKEND_CHECKS.iter().any(|(f, _)| *f == q))
+        {
+            return;
+        }
         let Some(backends) = backend_enumeration(cx.semantic(), body) else {
             return;
         };
@@ -341,4 +350,26 @@ fn def_keyword(text: &str, stmt: &Stmt, decorators: &[Expr]) -> TextRange {
         .and_then(|i| u32::try_from(start + i).ok())
         .map_or(from, TextSize::from);
     TextRange::new(offset, offset + TextSize::from(3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Backend checks through names that never spell `is_available` in the helper are found.
+    #[test]
+    fn backend_checks_through_aliases() {
+        let text = "from torch.cuda import is_available as cuda_ok\n\
+            import torch\n\
+            mps_ok = torch.backends.mps.is_available\n\
+            def pick():\n    \
+                if cuda_ok():\n        \
+                    return \"cuda\"\n    \
+                if mps_ok():\n        \
+                    return \"mps\"\n    \
+                return \"cpu\"\n\
+            def other():\n    \
+                return cuda_ok()\n";
+        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [4]);
+    }
 }

@@ -69,6 +69,15 @@ impl Rule for Float64 {
             return;
         };
         let sem = cx.semantic();
+        // Such a call names `from_numpy`, `as_tensor` or `tensor`, or a name bound to one of
+        // them: most functions do neither, which is cheaper to see than to walk their bodies.
+        let text = cx.slice(def.range());
+        if !text.contains("tensor")
+            && !text.contains("from_numpy")
+            && !sem.binds_any(|q| FROM_NUMPY.contains(&q))
+        {
+            return;
+        }
         let Some(func) = Function::in_class(sem, def) else {
             return;
         };
@@ -379,4 +388,21 @@ fn float64_origin(
         }
         numpy_float64(sem, Some(func), value, 0).map(|_| value.range())
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A numpy conversion through a name that never spells `tensor` or `from_numpy` in the
+    /// function is found.
+    #[test]
+    fn conversion_through_alias() {
+        let text = "import numpy as np\n\
+            from torch import from_numpy as fnp\n\
+            class Data:\n    \
+                def __getitem__(self, i):\n        \
+                    return fnp(np.zeros(3))\n";
+        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [5]);
+    }
 }

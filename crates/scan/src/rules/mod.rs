@@ -122,6 +122,21 @@ pub fn get(id: &str) -> Option<&'static RuleInfo> {
 /// The id used for files that cannot be parsed.
 pub const SYNTAX_ERROR: &str = "P_SYN";
 
+/// The lines `rule` reports in the file `path` with the source `text`.
+#[cfg(test)]
+pub(crate) fn reported_lines(rule: &'static RuleInfo, path: &str, text: &str) -> Vec<u32> {
+    let parsed = crate::source::parse(text, path).unwrap();
+    let index = crate::source::LineIndex::new(text);
+    let rules = [rule];
+    let file = crate::checker::SourceFile {
+        path,
+        text,
+        index: &index,
+    };
+    let (findings, _) = Checker::new(file, &rules).run(&parsed.body);
+    findings.iter().map(|f| f.line).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -45,10 +45,20 @@ impl Rule for HostTargets {
             return;
         };
         if !flow::in_step_code(cx.semantic()) {
-            round_trip_helper(cx, &func);
+            round_trip_helper(cx, def, &func);
             return;
         }
         let sem = cx.semantic();
+        // Every such call names `from_numpy`, `*tensor` or `*Tensor`, or a name bound to one
+        // of them: a function that does neither needs no walk.
+        let text = cx.slice(def.range());
+        if !text.contains("tensor")
+            && !text.contains("Tensor")
+            && !text.contains("from_numpy")
+            && !sem.binds_any(|q| TO_TENSOR.contains(&q))
+        {
+            return;
+        }
         let calls = flow::find(func.body, |e| is_to_tensor(sem, e));
         let hits: Vec<_> = calls
             .iter()
@@ -75,9 +85,14 @@ impl Rule for HostTargets {
 /// that takes a device tensor, pulls it to the host with `.cpu().numpy()`, and sends what it
 /// computes from it back to a device: one issue at each pull, with the tensors sent back in
 /// `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
-fn round_trip_helper<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
+fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) {
     let sem = cx.semantic();
     if in_data_code(sem) || sem.in_device_code() {
+        return;
+    }
+    // A pull ends in `.numpy()`: most functions never spell it, which is cheaper to see than
+    // to walk their bodies.
+    if !cx.slice(def.range()).contains("numpy") {
         return;
     }
     let pulls = flow::find(func.body, |e| {
@@ -194,4 +209,21 @@ fn goes_to_device(call: &crate::source::ast::ExprCall, ancestors: &[flow::Node<'
         }
     }
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A host round trip through a name that never spells `tensor`, `Tensor` or `from_numpy`
+    /// in the step function is found.
+    #[test]
+    fn round_trip_through_alias() {
+        let text = "import torch\n\
+            from torch import as_tensor as to_t\n\
+            class Policy(torch.nn.Module):\n    \
+                def forward(self, x):\n        \
+                    return x + to_t(x.cpu().numpy())\n";
+        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [5]);
+    }
 }
