@@ -44,7 +44,7 @@ impl Rule for HostTensor {
 
     fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
         // Module-level helpers called from device code in this file run on the device too.
-        for def in flow::device_helpers(cx.semantic(), body) {
+        for def in flow::device_helpers(cx.semantic(), cx.file().text, body) {
             check_function(cx, def);
         }
     }

@@ -261,12 +261,30 @@ pub fn is_module_level(sem: &Semantic<'_>) -> bool {
     sem.scopes().len() == 1
 }
 
-/// Module-level functions of `body` that device code of the same file calls by name and
-/// that are not device code themselves (those are checked where they are defined).
-pub fn device_helpers<'a>(sem: &Semantic<'a>, body: &'a [Stmt]) -> Vec<&'a Stmt> {
+/// Module-level functions of `body` (a file with the source `text`) that device code of the
+/// same file calls by name and that are not device code themselves (those are checked where
+/// they are defined).
+pub fn device_helpers<'a>(sem: &Semantic<'a>, text: &str, body: &'a [Stmt]) -> Vec<&'a Stmt> {
+    let candidates: Vec<&'a str> = body
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::FunctionDef(f) if !is_step_or_loss_name(f.name.as_str()) => Some(f.name.as_str()),
+            _ => None,
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Vec::new();
+    }
     let module_classes = module_classes(sem, body);
     let mut called: Vec<&'a str> = Vec::new();
-    let mut collect = |stmts: &'a [Stmt]| {
+    let mut collect = |def: &Stmt, stmts: &'a [Stmt]| {
+        // A call by name spells the name: code that spells no candidate calls none.
+        let source = text
+            .get(usize::from(def.start())..usize::from(def.end()))
+            .unwrap_or(text);
+        if !candidates.iter().any(|name| source.contains(name)) {
+            return;
+        }
         for occ in find(
             stmts,
             |e| matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(_))),
@@ -285,11 +303,11 @@ pub fn device_helpers<'a>(sem: &Semantic<'a>, body: &'a [Stmt]) -> Vec<&'a Stmt>
                     if let Stmt::FunctionDef(f) = item
                         && !is_setup_function(f.name.as_str(), &f.decorator_list)
                     {
-                        collect(&f.body);
+                        collect(item, &f.body);
                     }
                 }
             }
-            Stmt::FunctionDef(f) if is_step_or_loss_name(f.name.as_str()) => collect(&f.body),
+            Stmt::FunctionDef(f) if is_step_or_loss_name(f.name.as_str()) => collect(stmt, &f.body),
             _ => {}
         }
     }
