@@ -43,6 +43,9 @@ impl SourceFile<'_> {
     /// The lines a range covers, trimmed, at most five of them.
     pub fn snippet(&self, line: u32, end_line: u32) -> String {
         let end = end_line.clamp(line, line.saturating_add(4));
+        if end == line {
+            return self.index.line_text(self.text, line).trim().to_owned();
+        }
         let mut snippet = String::new();
         for l in line..=end {
             if l > line {

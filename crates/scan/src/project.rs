@@ -6,8 +6,9 @@
 //! directory first, as a script's directory is on `sys.path`, then by the longest dotted
 //! suffix of a project module name, which covers `src/` layouts).
 
+use foldhash::{HashMap, HashMapExt as _};
 use serde::Serialize;
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 
 /// A place in a file, for facts and related locations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -104,6 +104,34 @@ pub struct Semantic<'a> {
     import_guards: Vec<ImportGuard<'a>>,
     /// Classes of this file known to be `nn.Module` subclasses.
     module_classes: HashMap<String, bool>,
+    /// Every name bound in some scope so far.
+    bound: BoundNames,
+}
+
+/// A superset of the names bound so far, as a 256-bit set of their length and first and last
+/// bytes: most names looked up (locals, `self`) are bound nowhere, and a name missing here
+/// needs no hashing in each scope.
+#[derive(Debug, Default)]
+struct BoundNames([u64; 4]);
+
+impl BoundNames {
+    fn slot(name: &str) -> (usize, u64) {
+        let bytes = name.as_bytes();
+        let first = usize::from(bytes.first().copied().unwrap_or(0));
+        let last = usize::from(bytes.last().copied().unwrap_or(0));
+        let bit = (first * 7 + last * 3 + bytes.len()) & 255;
+        (bit >> 6, 1 << (bit & 63))
+    }
+
+    fn insert(&mut self, name: &str) {
+        let (word, bit) = BoundNames::slot(name);
+        self.0[word] |= bit;
+    }
+
+    fn may_contain(&self, name: &str) -> bool {
+        let (word, bit) = BoundNames::slot(name);
+        self.0[word] & bit != 0
+    }
 }
 
 /// Qualified bases that make a class an `nn.Module`.
@@ -134,6 +162,7 @@ impl<'a> Semantic<'a> {
             main_guard_depth: 0,
             import_guards: Vec::new(),
             module_classes: HashMap::new(),
+            bound: BoundNames::default(),
         }
     }
 
@@ -234,6 +263,9 @@ impl<'a> Semantic<'a> {
     /// The qualified name bound to a bare name, looking through enclosing function scopes
     /// and the module scope (class scopes are skipped from inside functions, as in Python).
     pub fn lookup(&self, name: &str) -> Option<&str> {
+        if !self.bound.may_contain(name) {
+            return None;
+        }
         let innermost = self.scopes.len() - 1;
         for (i, scope) in self.scopes.iter().enumerate().rev() {
             if scope.bindings.is_empty()
@@ -261,6 +293,7 @@ impl<'a> Semantic<'a> {
     /// Bind `name` to a qualified name in the current scope.
     pub fn bind(&mut self, name: &str, qualified: String) {
         if let Some(scope) = self.scopes.last_mut() {
+            self.bound.insert(name);
             scope.bindings.insert(name.to_owned(), qualified);
         }
     }

@@ -332,8 +332,11 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             {
                 return None;
             }
-            // Every name below is under `torch.`: most names are not, and say so cheaply.
-            if !sem.resolves_with_prefix(expr, "torch.") {
+            // Every name below starts with `torch.cuda` or `torch.backends.cud`: most names do
+            // not, and say so without building the name.
+            if !sem.resolves_with_prefix(expr, "torch.cuda")
+                && !sem.resolves_with_prefix(expr, "torch.backends.cud")
+            {
                 return None;
             }
             let q = sem.resolve(expr)?;
