@@ -10,11 +10,14 @@
 use crate::layout;
 use crate::schema::{Issue, IssuesFile};
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Below this many issue lines a file is parsed on one thread.
 const PARALLEL_FROM: usize = 2048;
 /// The most threads a parse uses.
 const MAX_THREADS: usize = 4;
+/// Chunks of issue lines per thread.
+const CHUNKS_PER_THREAD: usize = 8;
 
 /// The line that opens the issues array in the layout; JSON strings cannot hold a raw newline,
 /// so in a file in this layout it occurs once, at the top level.
@@ -47,42 +50,70 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
     let mut skeleton = String::with_capacity(start + (text.len() - close));
     skeleton.push_str(&text[..start]);
     skeleton.push_str(&text[close + 1..]);
-    let last = lines.len() - 1;
-    let chunk = lines.len().div_ceil(threads);
-    let parsed: Vec<Option<Vec<Issue>>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = lines
-            .chunks(chunk)
-            .enumerate()
-            .map(|(n, part)| {
-                scope.spawn(move || {
-                    part.iter()
-                        .enumerate()
-                        .map(|(i, line)| {
-                            let member = if n * chunk + i == last {
-                                line
-                            } else {
-                                line.trim_end().strip_suffix(',')?
-                            };
-                            serde_json::from_str::<Issue>(member).ok()
-                        })
-                        .collect::<Option<Vec<Issue>>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|handle| handle.join().ok().flatten())
-            .collect()
+    // Small chunks handed out on demand keep every thread busy to the end; the calling thread
+    // takes chunks too.
+    let chunk = lines.len().div_ceil(threads * CHUNKS_PER_THREAD);
+    let chunks: Vec<&[&str]> = lines.chunks(chunk).collect();
+    let next = AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
+    let work = || {
+        let mut done: Vec<(usize, Vec<Issue>)> = Vec::new();
+        loop {
+            let n = next.fetch_add(1, Ordering::Relaxed);
+            let Some(part) = chunks.get(n) else {
+                return done;
+            };
+            if failed.load(Ordering::Relaxed) {
+                return done;
+            }
+            let is_last = n + 1 == chunks.len();
+            match parse_lines(part, is_last) {
+                Some(issues) => done.push((n, issues)),
+                None => failed.store(true, Ordering::Relaxed),
+            }
+        }
+    };
+    let mut parsed: Vec<(usize, Vec<Issue>)> = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(work)).collect();
+        let mut all = work();
+        for helper in helpers {
+            match helper.join() {
+                Ok(done) => all.extend(done),
+                Err(_) => failed.store(true, Ordering::Relaxed),
+            }
+        }
+        all
     });
+    if failed.load(Ordering::Relaxed) || parsed.len() != chunks.len() {
+        return None;
+    }
+    parsed.sort_unstable_by_key(|(n, _)| *n);
     let mut file: IssuesFile = serde_json::from_str(&skeleton).ok()?;
     if !file.issues.is_empty() {
         return None;
     }
     file.issues.reserve_exact(lines.len());
-    for part in parsed {
-        file.issues.extend(part?);
+    for (_, issues) in parsed {
+        file.issues.extend(issues);
     }
     Some(file)
+}
+
+/// Issue lines of the layout, each but the file's last ending with a comma.
+fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
+    let last = lines.len().checked_sub(1)?;
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, line)| {
+            let member = if has_last && i == last {
+                line
+            } else {
+                line.trim_end().strip_suffix(',')?
+            };
+            serde_json::from_str::<Issue>(member).ok()
+        })
+        .collect()
 }
 
 /// The byte range of each issue's JSON text in `original`, or `None` when the file does not

@@ -150,7 +150,7 @@ pub fn to_json(file: &IssuesFile) -> String {
 pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
     let path = resolve(path);
     let _lock = Lock::acquire(&path)?;
-    write_atomic(&path, |writer| Out::of(file).write_to(writer))
+    write_atomic(&path, |writer| Out::of(file).write_to(writer), || Ok(()))
 }
 
 /// What a change made of the loaded file, for [`update_with`].
@@ -215,28 +215,44 @@ pub fn update_with<T>(
             (new, Some(changed))
         }
     };
-    // Someone may have edited the file without taking our lock (an editor, `sed`): never
-    // overwrite what we did not read.
-    if !unchanged(path, original.as_deref())? {
-        return Err(Error::ChangedConcurrently {
-            path: path.to_owned(),
-        });
-    }
-    if let Some((changed, original)) = changed.zip(original.as_deref())
-        && let Some(plan) = Splice::plan(original, &new)
-    {
+    let plan = changed
+        .zip(original.as_deref())
+        .and_then(|(changed, original)| Some((Splice::plan(original, &new)?, changed, original)));
+    if let Some((plan, changed, original)) = &plan {
         debug_assert!(
             {
                 let mut bytes = Vec::new();
-                plan.write(&mut bytes, original, &new, &changed).is_ok()
+                plan.write(&mut bytes, original, &new, changed).is_ok()
                     && same_file(path, &bytes, &new)
             },
             "a spliced write must hold exactly the changed file"
         );
-        write_atomic(path, |writer| plan.write(writer, original, &new, &changed))?;
-        return Ok(value);
     }
-    write_atomic(path, |writer| Out::of(&new).write_to(writer))?;
+    // Someone may have edited the file without taking our lock (an editor, `sed`): never
+    // overwrite what we did not read. The comparison reads the file again, so it runs while
+    // the new file is written, and the rename waits for it.
+    std::thread::scope(|scope| {
+        let check = scope.spawn(|| unchanged(path, original.as_deref()));
+        let ready = || match check.join() {
+            Ok(Ok(true)) => Ok(()),
+            Ok(Ok(false)) => Err(Error::ChangedConcurrently {
+                path: path.to_owned(),
+            }),
+            Ok(Err(e)) => Err(e),
+            Err(_) => Err(Error::Read {
+                path: path.to_owned(),
+                source: std::io::Error::other("comparing the file with what was read failed"),
+            }),
+        };
+        match &plan {
+            Some((plan, changed, original)) => write_atomic(
+                path,
+                |writer| plan.write(writer, original, &new, changed),
+                ready,
+            ),
+            None => write_atomic(path, |writer| Out::of(&new).write_to(writer), ready),
+        }
+    })?;
     Ok(value)
 }
 
@@ -341,9 +357,12 @@ fn resolve(path: &Path) -> PathBuf {
     }
 }
 
+/// Write through a temporary file renamed over `path`; `ready` runs just before the rename and
+/// can still stop it (the temporary file is then removed).
 fn write_atomic(
     path: &Path,
     contents: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    ready: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let permissions = match fs::metadata(path) {
         Ok(meta) if meta.permissions().readonly() => {
@@ -374,6 +393,7 @@ fn write_atomic(
             .map_err(write_err)?;
     }
     tmp.as_file().sync_all().map_err(write_err)?;
+    ready()?;
     tmp.persist(path).map_err(|e| write_err(e.error))?;
     // Make the rename itself durable; a failure here loses nothing already written.
     if let Ok(dir) = File::open(&dir) {

@@ -46,24 +46,20 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
             issue.file, unparsed.reason
         ));
     }
-    let key = |i: &Issue| {
-        (
-            i.pattern.clone(),
-            i.file.clone(),
-            i.symbol.clone(),
-            normalize_snippet(&i.snippet),
-        )
+    // The same finding: pattern, file, symbol and code up to whitespace. The cheap fields are
+    // compared first; a large issues.json has many issues and few in this file.
+    let wanted_code = normalize_snippet(&issue.snippet);
+    let same = |i: &Issue| {
+        i.pattern == issue.pattern
+            && i.file == issue.file
+            && i.symbol == issue.symbol
+            && normalize_snippet(&i.snippet) == wanted_code
     };
-    let wanted = key(issue);
-    let mut found: Vec<Issue> = result
-        .issues
-        .into_iter()
-        .filter(|i| key(i) == wanted)
-        .collect();
+    let mut found: Vec<Issue> = result.issues.into_iter().filter(|i| same(i)).collect();
     let others_open = file
         .issues
         .iter()
-        .filter(|i| i.id != issue.id && i.status != Status::Fixed && key(i) == wanted)
+        .filter(|i| i.id != issue.id && i.status != Status::Fixed && same(i))
         .count();
     if found.len() <= others_open {
         return Recheck::Gone;
