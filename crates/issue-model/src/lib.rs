@@ -19,7 +19,9 @@ pub use error::{Error, Result};
 pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
-pub use store::{Save, load, lock_path, parse, save, to_json, update, update_with};
+pub use store::{
+    Save, free_in_background, load, lock_path, parse, save, to_json, update, update_with,
+};
 pub use timing::time_spent;
 
 /// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.

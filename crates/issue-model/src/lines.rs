@@ -13,7 +13,7 @@ use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 /// Below this many issue lines a file is parsed on one thread.
-const PARALLEL_FROM: usize = 2048;
+pub(crate) const PARALLEL_FROM: usize = 2048;
 /// The most threads a parse uses.
 const MAX_THREADS: usize = 4;
 /// Chunks of issue lines per thread.
@@ -102,18 +102,17 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
 /// Issue lines of the layout, each but the file's last ending with a comma.
 fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
     let last = lines.len().checked_sub(1)?;
-    lines
-        .iter()
-        .enumerate()
-        .map(|(i, line)| {
-            let member = if has_last && i == last {
-                line
-            } else {
-                line.trim_end().strip_suffix(',')?
-            };
-            serde_json::from_str::<Issue>(member).ok()
-        })
-        .collect()
+    // Sized up front: growing a vector of large structs copies them and leaves memory behind.
+    let mut issues = Vec::with_capacity(lines.len());
+    for (i, line) in lines.iter().enumerate() {
+        let member = if has_last && i == last {
+            line
+        } else {
+            line.trim_end().strip_suffix(',')?
+        };
+        issues.push(serde_json::from_str::<Issue>(member).ok()?);
+    }
+    Some(issues)
 }
 
 /// The byte range of each issue's JSON text in `original`, or `None` when the file does not

@@ -253,7 +253,21 @@ pub fn update_with<T>(
             None => write_atomic(path, |writer| Out::of(&new).write_to(writer), ready),
         }
     })?;
+    free_in_background(new, original);
     Ok(value)
+}
+
+/// Drop `file` (and the bytes it was read from) without waiting: freeing a large parsed file
+/// takes milliseconds that a short-lived tool need not spend, so a large one is dropped on a
+/// thread of its own, which a process that exits first does not wait for. A small one is
+/// dropped here.
+pub fn free_in_background(file: IssuesFile, bytes: Option<Vec<u8>>) {
+    if file.issues.len() >= crate::lines::PARALLEL_FROM {
+        // If no thread can be made, the values are dropped here, with the error.
+        let _ = std::thread::Builder::new()
+            .name("issues-free".to_owned())
+            .spawn(move || drop((file, bytes)));
+    }
 }
 
 /// How to write a file that differs from `original` in a few issues by copying the rest.
