@@ -409,8 +409,9 @@ fn compare_parse(text: &str, what: &str) {
     }
 }
 
-#[test]
-fn parse_results_equal_the_reference_parser() {
+/// Every hand-written case, then every repository file (its first `limit` bytes, cut at a
+/// character boundary).
+fn cases_and_repo_files(limit: usize) -> Vec<String> {
     let mut texts: Vec<String> = ACCEPTED
         .iter()
         .chain(REJECTED)
@@ -418,8 +419,22 @@ fn parse_results_equal_the_reference_parser() {
         .map(|s| (*s).to_owned())
         .collect();
     for path in repo_files() {
-        texts.push(scan::source::decode(&std::fs::read(&path).unwrap()).text);
+        let mut text = scan::source::decode(&std::fs::read(&path).unwrap()).text;
+        if text.len() > limit {
+            let cut = (0..=limit)
+                .rev()
+                .find(|&i| text.is_char_boundary(i))
+                .unwrap_or(0);
+            text.truncate(cut);
+        }
+        texts.push(text);
     }
+    texts
+}
+
+#[test]
+fn parse_results_equal_the_reference_parser() {
+    let mut texts = cases_and_repo_files(usize::MAX);
     let originals = texts.len();
     let mut rng = fastrand::Rng::with_seed(SEED ^ 0xa57);
     for _ in 0..2_000 {
@@ -516,23 +531,8 @@ fn mutate(rng: &mut fastrand::Rng, base: &[u8]) -> Vec<u8> {
 
 #[test]
 fn mutated_inputs_never_disagree() {
-    let mut bases: Vec<String> = ACCEPTED
-        .iter()
-        .chain(REJECTED)
-        .chain(LEFT_TO_REFERENCE)
-        .map(|s| (*s).to_owned())
-        .collect();
-    for path in repo_files() {
-        let text = scan::source::decode(&std::fs::read(&path).unwrap()).text;
-        // Keep the cases small so thousands of them stay quick.
-        let cut = text
-            .char_indices()
-            .map(|(i, _)| i)
-            .take_while(|&i| i <= 3_000)
-            .last()
-            .unwrap_or(0);
-        bases.push(text[..cut].to_owned());
-    }
+    // Repository files are cut short so thousands of cases stay quick.
+    let bases = cases_and_repo_files(3_000);
     let mut rng = fastrand::Rng::with_seed(SEED);
     let mut counts = [0usize; 3];
     for case in 0..MUTATIONS {
