@@ -12,8 +12,9 @@ use crate::schema::{Issue, IssuesFile};
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-/// Below this many issue lines a file is parsed on one thread.
-pub(crate) const PARALLEL_FROM: usize = 2048;
+/// A file with this many issues or more is large: its issue lines are parsed on several
+/// threads, and its parsed form is freed in the background.
+pub(crate) const LARGE: usize = 2048;
 /// The most threads a parse uses.
 const MAX_THREADS: usize = 4;
 /// Chunks of issue lines per thread.
@@ -27,6 +28,11 @@ const EMPTY: &[u8] = b"\n  \"issues\": []";
 const ISSUE_INDENT: &[u8] = b"    ";
 const ID_PREFIX: &[u8] = b"{\"id\": \"";
 
+/// Where the first issue line starts, after the line that opens the issues array.
+fn issue_lines_start(bytes: &[u8]) -> Option<usize> {
+    Some(memchr::memmem::find(bytes, OPEN)? + OPEN.len())
+}
+
 /// `text` parsed with its issue lines split between threads; `None` when the file is small,
 /// only one CPU is available, the file is not in the layout, or anything in it does not parse
 /// (the caller then parses the whole document, which also gives the error its position).
@@ -37,19 +43,25 @@ const ID_PREFIX: &[u8] = b"{\"id\": \"";
 /// exactly one of them.
 pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
     let bytes = text.as_bytes();
-    let start = memchr::memmem::find(bytes, OPEN)? + OPEN.len();
+    let start = issue_lines_start(bytes)?;
     // Issue lines start with four spaces; the array closes on the first line with two.
     let close = start + memchr::memmem::find(&bytes[start..], b"\n  ]")?;
     let lines: Vec<&str> = text[start..close].split('\n').collect();
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(MAX_THREADS);
-    if lines.len() < PARALLEL_FROM || threads < 2 {
+    if lines.len() < LARGE || threads < 2 {
         return None;
     }
+    // The rest of the file first: it is small, and if it is not ours the issue lines need no
+    // parsing here at all.
     let mut skeleton = String::with_capacity(start + (text.len() - close));
     skeleton.push_str(&text[..start]);
     skeleton.push_str(&text[close + 1..]);
+    let mut file: IssuesFile = serde_json::from_str(&skeleton).ok()?;
+    if !file.issues.is_empty() {
+        return None;
+    }
     // Small chunks handed out on demand keep every thread busy to the end; the calling thread
     // takes chunks too.
     let chunk = lines.len().div_ceil(threads * CHUNKS_PER_THREAD);
@@ -88,10 +100,6 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
         return None;
     }
     parsed.sort_unstable_by_key(|(n, _)| *n);
-    let mut file: IssuesFile = serde_json::from_str(&skeleton).ok()?;
-    if !file.issues.is_empty() {
-        return None;
-    }
     file.issues.reserve_exact(lines.len());
     for (_, issues) in parsed {
         file.issues.extend(issues);
@@ -118,8 +126,7 @@ fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
 /// The byte range of each issue's JSON text in `original`, or `None` when the file does not
 /// have exactly one line per issue of `issues`, in order, each starting with its id.
 pub(crate) fn issue_ranges(original: &[u8], issues: &[Issue]) -> Option<Vec<Range<usize>>> {
-    let open = memchr::memmem::find(original, OPEN)?;
-    let mut pos = open + OPEN.len();
+    let mut pos = issue_lines_start(original)?;
     let mut ranges = Vec::with_capacity(issues.len());
     for (n, issue) in issues.iter().enumerate() {
         let end = pos + memchr::memchr(b'\n', &original[pos..])?;
@@ -143,47 +150,65 @@ pub(crate) fn issue_ranges(original: &[u8], issues: &[Issue]) -> Option<Vec<Rang
     original[pos..].starts_with(b"  ]").then_some(ranges)
 }
 
-/// Where the skeleton of a file (the file serialized with an empty issues array) shows that
-/// empty array, or `None` if it does not in the layout's form.
-pub(crate) fn empty_issues_at(skeleton: &[u8]) -> Option<usize> {
-    memchr::memmem::find(skeleton, EMPTY)
+/// How to write a file that differs from `original` in a few issues by copying the other
+/// issues' lines.
+pub(crate) struct Splice {
+    /// The new file serialized with an empty issues array.
+    skeleton: Vec<u8>,
+    /// Where `skeleton` shows its empty issues array.
+    at: usize,
+    /// The byte range of each issue's JSON text in the original file.
+    ranges: Vec<Range<usize>>,
 }
 
-/// Write the file whose skeleton is `skeleton` (its empty issues array at `at`): issue `n` is
-/// serialized from `issues[n]` when `n` is in `changed` (sorted), and copied from
-/// `original[ranges[n]]` otherwise. Runs of unchanged issues are copied as one slice:
-/// [`issue_ranges`] has checked that the bytes between them are exactly the layout's separators.
-///
-/// `ranges` must come from [`issue_ranges`] for `original` and `issues`, and `at` from
-/// [`empty_issues_at`] for `skeleton`.
-pub(crate) fn write_spliced<W: std::io::Write + ?Sized>(
-    writer: &mut W,
-    (skeleton, at): (&[u8], usize),
-    original: &[u8],
-    ranges: &[Range<usize>],
-    issues: &[Issue],
-    changed: &[usize],
-) -> std::io::Result<()> {
-    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
-        return Err(std::io::Error::other("a spliced write needs issues"));
-    };
-    writer.write_all(&skeleton[..at])?;
-    writer.write_all(&OPEN[..OPEN.len() - 1])?;
-    writer.write_all(b"\n")?;
-    writer.write_all(ISSUE_INDENT)?;
-    // Where the next slice of `original` to copy starts.
-    let mut copy_from = first.start;
-    for &n in changed {
-        let (Some(issue), Some(range)) = (issues.get(n), ranges.get(n)) else {
-            continue;
-        };
-        writer.write_all(&original[copy_from..range.start])?;
-        layout::write_member(&mut *writer, issue)?;
-        copy_from = range.end;
+impl Splice {
+    /// `None` when `original` is not in the one-issue-per-line layout with `issues`, or
+    /// `skeleton` (the new file serialized with an empty issues array) does not show that
+    /// array in the layout's form.
+    pub(crate) fn plan(original: &[u8], issues: &[Issue], skeleton: Vec<u8>) -> Option<Splice> {
+        let ranges = issue_ranges(original, issues)?;
+        if ranges.is_empty() {
+            return None;
+        }
+        let at = memchr::memmem::find(&skeleton, EMPTY)?;
+        Some(Splice {
+            skeleton,
+            at,
+            ranges,
+        })
     }
-    writer.write_all(&original[copy_from..last.end])?;
-    writer.write_all(b"\n  ]")?;
-    writer.write_all(&skeleton[at + EMPTY.len()..])
+
+    /// Write the new file: issue `n` is serialized from `issues[n]` when `n` is in `changed`
+    /// (sorted), and copied from the original otherwise. Runs of unchanged issues are copied
+    /// as one slice: [`issue_ranges`] has checked that the bytes between them are exactly the
+    /// layout's separators. `original` and `issues` are those the plan was made for.
+    pub(crate) fn write<W: std::io::Write + ?Sized>(
+        &self,
+        writer: &mut W,
+        original: &[u8],
+        issues: &[Issue],
+        changed: &[usize],
+    ) -> std::io::Result<()> {
+        let (Some(first), Some(last)) = (self.ranges.first(), self.ranges.last()) else {
+            return Err(std::io::Error::other("a spliced write needs issues"));
+        };
+        writer.write_all(&self.skeleton[..self.at])?;
+        writer.write_all(OPEN)?;
+        writer.write_all(ISSUE_INDENT)?;
+        // Where the next slice of `original` to copy starts.
+        let mut copy_from = first.start;
+        for &n in changed {
+            let (Some(issue), Some(range)) = (issues.get(n), self.ranges.get(n)) else {
+                continue;
+            };
+            writer.write_all(&original[copy_from..range.start])?;
+            layout::write_member(&mut *writer, issue)?;
+            copy_from = range.end;
+        }
+        writer.write_all(&original[copy_from..last.end])?;
+        writer.write_all(b"\n  ]")?;
+        writer.write_all(&self.skeleton[self.at + EMPTY.len()..])
+    }
 }
 
 #[cfg(test)]
@@ -198,10 +223,10 @@ mod tests {
     }
 
     fn splice(original: &[u8], file: &IssuesFile, changed: &[usize]) -> Vec<u8> {
-        let plan = crate::store::Splice::plan(original, file)
+        let plan = crate::store::plan_splice(original, file)
             .unwrap_or_else(|| panic!("the file is in the layout"));
         let mut out = Vec::new();
-        plan.write(&mut out, original, file, changed)
+        plan.write(&mut out, original, &file.issues, changed)
             .unwrap_or_else(|e| panic!("{e}"));
         out
     }
@@ -251,7 +276,7 @@ mod tests {
     fn large() -> (IssuesFile, String) {
         let mut file = sample();
         let base = file.issues.clone();
-        file.issues = (0..PARALLEL_FROM + 7)
+        file.issues = (0..LARGE + 7)
             .map(|n| {
                 let mut issue = base[n % base.len()].clone();
                 issue.id = format!("{}-{n}", issue.id);

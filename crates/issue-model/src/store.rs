@@ -6,6 +6,7 @@
 //! cleanly is never written over.
 
 use crate::error::{Error, Result};
+use crate::lines::Splice;
 use crate::schema::{Issue, IssuesFile, SCHEMA_VERSION, Summary, Tool, Unparsed};
 use crate::validate::validate;
 use serde::Serialize;
@@ -217,12 +218,13 @@ pub fn update_with<T>(
     };
     let plan = changed
         .zip(original.as_deref())
-        .and_then(|(changed, original)| Some((Splice::plan(original, &new)?, changed, original)));
+        .and_then(|(changed, original)| Some((plan_splice(original, &new)?, changed, original)));
     if let Some((plan, changed, original)) = &plan {
         debug_assert!(
             {
                 let mut bytes = Vec::new();
-                plan.write(&mut bytes, original, &new, changed).is_ok()
+                plan.write(&mut bytes, original, &new.issues, changed)
+                    .is_ok()
                     && same_file(path, &bytes, &new)
             },
             "a spliced write must hold exactly the changed file"
@@ -247,7 +249,7 @@ pub fn update_with<T>(
         match &plan {
             Some((plan, changed, original)) => write_atomic(
                 path,
-                |writer| plan.write(writer, original, &new, changed),
+                |writer| plan.write(writer, original, &new.issues, changed),
                 ready,
             ),
             None => write_atomic(path, |writer| Out::of(&new).write_to(writer), ready),
@@ -262,7 +264,7 @@ pub fn update_with<T>(
 /// thread of its own, which a process that exits first does not wait for. A small one is
 /// dropped here.
 pub fn free_in_background(file: IssuesFile, bytes: Option<Vec<u8>>) {
-    if file.issues.len() >= crate::lines::PARALLEL_FROM {
+    if file.issues.len() >= crate::lines::LARGE {
         // If no thread can be made, the values are dropped here, with the error.
         let _ = std::thread::Builder::new()
             .name("issues-free".to_owned())
@@ -270,48 +272,11 @@ pub fn free_in_background(file: IssuesFile, bytes: Option<Vec<u8>>) {
     }
 }
 
-/// How to write a file that differs from `original` in a few issues by copying the rest.
-pub(crate) struct Splice {
-    skeleton: Vec<u8>,
-    /// Where `skeleton` shows its empty issues array.
-    at: usize,
-    ranges: Vec<std::ops::Range<usize>>,
-}
-
-impl Splice {
-    /// `None` when `original` is not in the one-issue-per-line layout with the issues of `new`.
-    pub(crate) fn plan(original: &[u8], new: &IssuesFile) -> Option<Splice> {
-        let ranges = crate::lines::issue_ranges(original, &new.issues)?;
-        if ranges.is_empty() {
-            return None;
-        }
-        let mut skeleton = Vec::with_capacity(4096);
-        Out::skeleton(new).write_to(&mut skeleton).ok()?;
-        let at = crate::lines::empty_issues_at(&skeleton)?;
-        Some(Splice {
-            skeleton,
-            at,
-            ranges,
-        })
-    }
-
-    /// Write `new`, re-serializing only its `changed` issues (sorted indices).
-    pub(crate) fn write<W: Write + ?Sized>(
-        &self,
-        writer: &mut W,
-        original: &[u8],
-        new: &IssuesFile,
-        changed: &[usize],
-    ) -> std::io::Result<()> {
-        crate::lines::write_spliced(
-            writer,
-            (&self.skeleton, self.at),
-            original,
-            &self.ranges,
-            &new.issues,
-            changed,
-        )
-    }
+/// The plan for writing `new` by copying from `original` the issues that did not change.
+pub(crate) fn plan_splice(original: &[u8], new: &IssuesFile) -> Option<Splice> {
+    let mut skeleton = Vec::with_capacity(4096);
+    Out::skeleton(new).write_to(&mut skeleton).ok()?;
+    Splice::plan(original, &new.issues, skeleton)
 }
 
 /// Whether `bytes` load as `file` with its summary recomputed (a check of spliced writes).
