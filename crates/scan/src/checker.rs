@@ -455,6 +455,23 @@ impl<'a> Visitor<'a> for Checker<'a> {
     }
 }
 
+/// Parse `text` as the file `path` and run `rules` over it.
+#[cfg(test)]
+pub(crate) fn check_text(
+    rules: &[&'static RuleInfo],
+    path: &str,
+    text: &str,
+) -> (Vec<Finding>, FileFacts) {
+    let parsed = crate::source::parse(text, path).unwrap();
+    let index = LineIndex::new(text);
+    let file = SourceFile {
+        path,
+        text,
+        index: &index,
+    };
+    Checker::new(file, rules).run(&parsed.body)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -545,15 +562,7 @@ if __name__ == "__main__":
 "#;
 
     fn probe(path: &str, text: &str) -> (Vec<Finding>, FileFacts) {
-        let parsed = crate::source::parse(text, path).unwrap();
-        let index = LineIndex::new(text);
-        let rules: &[&'static RuleInfo] = &[&PROBE];
-        let file = SourceFile {
-            path,
-            text,
-            index: &index,
-        };
-        Checker::new(file, rules).run(&parsed.body)
+        check_text(&[&PROBE], path, text)
     }
 
     fn at(findings: &[Finding], line: u32) -> Vec<(&str, Option<&str>)> {
@@ -679,15 +688,7 @@ if __name__ == "__main__":
                 c = torch.randn(3)\n    \
                 d = torch.full((2,), 1.0).to(x.device)\n    \
                 return (a, b, c, d)\n";
-        let parsed = crate::source::parse(text, "m.py").unwrap();
-        let index = LineIndex::new(text);
-        let rules: &[&'static RuleInfo] = &[&LOCALS];
-        let file = SourceFile {
-            path: "m.py",
-            text,
-            index: &index,
-        };
-        let (findings, _) = Checker::new(file, rules).run(&parsed.body);
+        let (findings, _) = check_text(&[&LOCALS], "m.py", text);
         let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
         assert_eq!(
             messages,

@@ -125,15 +125,7 @@ pub const SYNTAX_ERROR: &str = "P_SYN";
 /// The lines `rule` reports in the file `path` with the source `text`.
 #[cfg(test)]
 pub(crate) fn reported_lines(rule: &'static RuleInfo, path: &str, text: &str) -> Vec<u32> {
-    let parsed = crate::source::parse(text, path).unwrap();
-    let index = crate::source::LineIndex::new(text);
-    let rules = [rule];
-    let file = crate::checker::SourceFile {
-        path,
-        text,
-        index: &index,
-    };
-    let (findings, _) = Checker::new(file, &rules).run(&parsed.body);
+    let (findings, _) = crate::checker::check_text(&[rule], path, text);
     findings.iter().map(|f| f.line).collect()
 }
 
