@@ -652,7 +652,9 @@ pub fn module_name(path: &str) -> (String, bool) {
     (parts.join("."), is_package)
 }
 
-fn is_training_step_name(lower: &str) -> bool {
+/// Whether a lower-cased function name names a training step (`train_step`, `fit`,
+/// `val_epoch`, `..._step`).
+pub(crate) fn is_training_step_name(lower: &str) -> bool {
     const EXACT: &[&str] = &["train", "fit", "step", "train_step", "training_step"];
     if EXACT.contains(&lower) {
         return true;

@@ -350,16 +350,7 @@ fn module_classes<'a>(sem: &Semantic<'a>, body: &'a [Stmt]) -> Vec<&'a str> {
 /// Training-step and loss function names, as the semantic model judges them.
 fn is_step_or_loss_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    if lower.contains("loss")
-        || ["train", "fit", "step", "train_step", "training_step"].contains(&lower.as_str())
-    {
-        return true;
-    }
-    let words: Vec<&str> = lower.split('_').filter(|w| !w.is_empty()).collect();
-    let has = |w: &str| words.contains(&w);
-    (has("train") || has("training") || has("validation") || has("val") || has("eval"))
-        && (has("step") || has("epoch") || has("loop") || has("batch") || has("iter"))
-        || lower.ends_with("_step")
+    lower.contains("loss") || crate::semantic::is_training_step_name(&lower)
 }
 
 // ---- finding expressions with their ancestors ----------------------------------------
