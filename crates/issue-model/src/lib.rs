@@ -11,6 +11,7 @@ pub mod layout;
 mod lines;
 pub mod merge;
 pub mod schema;
+mod single;
 pub mod store;
 pub mod timing;
 mod validate;
@@ -19,6 +20,7 @@ pub use error::{Error, Result};
 pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
+pub use single::{Reading, update_issue};
 pub use store::{
     Save, free_in_background, load, lock_path, parse, save, to_json, update, update_with,
 };

@@ -123,31 +123,100 @@ fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
     Some(issues)
 }
 
+/// One issue line of the layout: where the issue's JSON text is, and where its id is (the
+/// id's characters between its quotes, free of escapes).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct IssueLine {
+    pub(crate) text: Range<usize>,
+    pub(crate) id: Range<usize>,
+}
+
+/// The issue lines of a file in the layout.
+#[derive(Debug)]
+pub(crate) struct IssueLines {
+    /// Where the first issue line starts.
+    pub(crate) start: usize,
+    /// Where the line that closes the issues array (`  ]`) starts.
+    pub(crate) end: usize,
+    pub(crate) lines: Vec<IssueLine>,
+}
+
+impl IssueLines {
+    /// `None` unless every line of the issues array has the layout's form: indented by four
+    /// spaces, opening with the issue's `"id"`, ending with `}` and, but for the last, a comma.
+    /// The JSON of the lines is not checked; parsing the file does that.
+    pub(crate) fn find(original: &[u8]) -> Option<IssueLines> {
+        let start = issue_lines_start(original)?;
+        let mut pos = start;
+        let mut lines = Vec::new();
+        loop {
+            let end = pos + memchr::memchr(b'\n', &original[pos..])?;
+            let line = original[pos..end].strip_prefix(ISSUE_INDENT)?;
+            let (text, more) = match line.strip_suffix(b",") {
+                Some(text) => (text, true),
+                None => (line, false),
+            };
+            let id = text.strip_prefix(ID_PREFIX)?;
+            let id_len = memchr::memchr(b'"', id)?;
+            if id[..id_len].contains(&b'\\') || !text.ends_with(b"}") {
+                return None;
+            }
+            let text_start = pos + ISSUE_INDENT.len();
+            let id_start = text_start + ID_PREFIX.len();
+            lines.push(IssueLine {
+                text: text_start..text_start + text.len(),
+                id: id_start..id_start + id_len,
+            });
+            pos = end + 1;
+            let closes = original[pos..].starts_with(b"  ]");
+            if closes == more {
+                // A comma before the close, or none before another line.
+                return None;
+            }
+            if closes {
+                return Some(IssueLines {
+                    start,
+                    end: pos,
+                    lines,
+                });
+            }
+        }
+    }
+
+    /// The file with its issue lines left out: the rest of the document, with an empty issues
+    /// array.
+    pub(crate) fn skeleton(&self, original: &[u8]) -> Vec<u8> {
+        let mut skeleton = Vec::with_capacity(self.start + (original.len() - self.end));
+        skeleton.extend_from_slice(&original[..self.start]);
+        skeleton.extend_from_slice(&original[self.end..]);
+        skeleton
+    }
+
+    /// The index of the line of the issue with this id.
+    pub(crate) fn position(&self, original: &[u8], id: &str) -> Option<usize> {
+        self.lines
+            .iter()
+            .position(|line| &original[line.id.clone()] == id.as_bytes())
+    }
+
+    /// Whether the lines are those of `issues`: as many, each with its issue's id.
+    pub(crate) fn hold(&self, original: &[u8], issues: &[Issue]) -> bool {
+        self.lines.len() == issues.len()
+            && self
+                .lines
+                .iter()
+                .zip(issues)
+                .all(|(line, issue)| &original[line.id.clone()] == issue.id.as_bytes())
+    }
+}
+
 /// The byte range of each issue's JSON text in `original`, or `None` when the file does not
 /// have exactly one line per issue of `issues`, in order, each starting with its id.
 pub(crate) fn issue_ranges(original: &[u8], issues: &[Issue]) -> Option<Vec<Range<usize>>> {
-    let mut pos = issue_lines_start(original)?;
-    let mut ranges = Vec::with_capacity(issues.len());
-    for (n, issue) in issues.iter().enumerate() {
-        let end = pos + memchr::memchr(b'\n', &original[pos..])?;
-        let line = original[pos..end].strip_prefix(ISSUE_INDENT)?;
-        let text = if n + 1 < issues.len() {
-            line.strip_suffix(b",")?
-        } else {
-            line
-        };
-        let id = text.strip_prefix(ID_PREFIX)?;
-        if !(id.starts_with(issue.id.as_bytes())
-            && id.get(issue.id.len()) == Some(&b'"')
-            && text.ends_with(b"}"))
-        {
-            return None;
-        }
-        let start = pos + ISSUE_INDENT.len();
-        ranges.push(start..start + text.len());
-        pos = end + 1;
-    }
-    original[pos..].starts_with(b"  ]").then_some(ranges)
+    let found = IssueLines::find(original)?;
+    found
+        .hold(original, issues)
+        .then(|| found.lines.into_iter().map(|line| line.text).collect())
 }
 
 /// How to write a file that differs from `original` in a few issues by copying the other
@@ -166,7 +235,12 @@ impl Splice {
     /// `skeleton` (the new file serialized with an empty issues array) does not show that
     /// array in the layout's form.
     pub(crate) fn plan(original: &[u8], issues: &[Issue], skeleton: Vec<u8>) -> Option<Splice> {
-        let ranges = issue_ranges(original, issues)?;
+        Splice::with_ranges(issue_ranges(original, issues)?, skeleton)
+    }
+
+    /// The plan for issue lines already found ([`IssueLines::find`]): `ranges` are their
+    /// texts.
+    pub(crate) fn with_ranges(ranges: Vec<Range<usize>>, skeleton: Vec<u8>) -> Option<Splice> {
         if ranges.is_empty() {
             return None;
         }
@@ -178,16 +252,15 @@ impl Splice {
         })
     }
 
-    /// Write the new file: issue `n` is serialized from `issues[n]` when `n` is in `changed`
-    /// (sorted), and copied from the original otherwise. Runs of unchanged issues are copied
-    /// as one slice: [`issue_ranges`] has checked that the bytes between them are exactly the
-    /// layout's separators. `original` and `issues` are those the plan was made for.
+    /// Write the new file: issue `n` is serialized from the issue paired with `n` in `changed`
+    /// (sorted by `n`), and copied from the original otherwise. Runs of unchanged issues are
+    /// copied as one slice: [`IssueLines::find`] has checked that the bytes between them are
+    /// exactly the layout's separators. `original` is the file the plan was made for.
     pub(crate) fn write<W: std::io::Write + ?Sized>(
         &self,
         writer: &mut W,
         original: &[u8],
-        issues: &[Issue],
-        changed: &[usize],
+        changed: &[(usize, &Issue)],
     ) -> std::io::Result<()> {
         let (Some(first), Some(last)) = (self.ranges.first(), self.ranges.last()) else {
             return Err(std::io::Error::other("a spliced write needs issues"));
@@ -197,8 +270,8 @@ impl Splice {
         writer.write_all(ISSUE_INDENT)?;
         // Where the next slice of `original` to copy starts.
         let mut copy_from = first.start;
-        for &n in changed {
-            let (Some(issue), Some(range)) = (issues.get(n), self.ranges.get(n)) else {
+        for &(n, issue) in changed {
+            let Some(range) = self.ranges.get(n) else {
                 continue;
             };
             writer.write_all(&original[copy_from..range.start])?;
@@ -209,6 +282,29 @@ impl Splice {
         writer.write_all(b"\n  ]")?;
         writer.write_all(&self.skeleton[self.at + EMPTY.len()..])
     }
+}
+
+/// The golden file with its issues repeated past the parallel threshold, and its text in the
+/// layout.
+#[cfg(test)]
+pub(crate) fn large_sample() -> (IssuesFile, String) {
+    let text = include_str!("../tests/golden/full.json");
+    let mut file = crate::store::parse(std::path::Path::new("full.json"), text.as_bytes())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let base = file.issues.clone();
+    file.issues = (0..LARGE + 7)
+        .map(|n| {
+            let mut issue = base[n % base.len()].clone();
+            issue.id = format!("{}-{n}", issue.id);
+            issue.fingerprint = format!("{}-{n}", issue.fingerprint);
+            let span = issue.end_line - issue.line;
+            issue.line = u32::try_from(n + 1).unwrap_or(u32::MAX);
+            issue.end_line = issue.line + span;
+            issue
+        })
+        .collect();
+    let text = crate::store::to_json(&file);
+    (file, text)
 }
 
 #[cfg(test)]
@@ -226,7 +322,8 @@ mod tests {
         let plan = crate::store::plan_splice(original, file)
             .unwrap_or_else(|| panic!("the file is in the layout"));
         let mut out = Vec::new();
-        plan.write(&mut out, original, &file.issues, changed)
+        let changed: Vec<(usize, &Issue)> = changed.iter().map(|&n| (n, &file.issues[n])).collect();
+        plan.write(&mut out, original, &changed)
             .unwrap_or_else(|e| panic!("{e}"));
         out
     }
@@ -272,29 +369,13 @@ mod tests {
         );
     }
 
-    /// The golden file with its issues repeated past the parallel threshold.
-    fn large() -> (IssuesFile, String) {
-        let mut file = sample();
-        let base = file.issues.clone();
-        file.issues = (0..LARGE + 7)
-            .map(|n| {
-                let mut issue = base[n % base.len()].clone();
-                issue.id = format!("{}-{n}", issue.id);
-                issue.line = u32::try_from(n + 1).unwrap_or(u32::MAX);
-                issue
-            })
-            .collect();
-        let text = crate::store::to_json(&file);
-        (file, text)
-    }
-
     fn cpus() -> usize {
         std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
     }
 
     #[test]
     fn parallel_parse_equals_whole_document_parse() {
-        let (_, text) = large();
+        let (_, text) = large_sample();
         let whole: IssuesFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
         match parse_parallel(&text) {
             Some(parallel) => assert_eq!(parallel, whole),
@@ -307,7 +388,7 @@ mod tests {
 
     #[test]
     fn parallel_parse_never_differs_from_whole_document_parse() {
-        let (_, text) = large();
+        let (_, text) = large_sample();
         let start = text.find("\"issues\": [").unwrap_or(0);
         let mut cases: Vec<String> = Vec::new();
         // Byte edits across the issues (some keep the JSON valid, most do not).

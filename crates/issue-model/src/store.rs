@@ -120,14 +120,6 @@ impl<'a> Out<'a> {
         }
     }
 
-    /// Everything of `file` but its issues (the summary still counts them).
-    fn skeleton(file: &'a IssuesFile) -> Out<'a> {
-        Out {
-            issues: &[],
-            ..Out::of(file)
-        }
-    }
-
     /// The on-disk form: [`crate::layout`] and a trailing newline.
     fn write_to(&self, writer: &mut dyn Write) -> std::io::Result<()> {
         crate::layout::write(&mut *writer, self)?;
@@ -151,7 +143,7 @@ pub fn to_json(file: &IssuesFile) -> String {
 pub fn save(path: &Path, file: &IssuesFile) -> Result<()> {
     let path = resolve(path);
     let _lock = Lock::acquire(&path)?;
-    write_atomic(&path, |writer| Out::of(file).write_to(writer), || Ok(()))
+    write_atomic(&path, |writer| Out::of(file).write_to(writer), || Ok(true)).map(drop)
 }
 
 /// What a change made of the loaded file, for [`update_with`].
@@ -210,22 +202,36 @@ pub fn update_with<T>(
     let (new, changed) = match save {
         Save::Nothing => return Ok(value),
         Save::Whole(new) => (new, None),
-        Save::Issues(new, mut changed) => {
-            changed.sort_unstable();
-            changed.dedup();
-            (new, Some(changed))
-        }
+        Save::Issues(new, changed) => (new, Some(changed)),
     };
-    let plan = changed
-        .zip(original.as_deref())
-        .and_then(|(changed, original)| Some((plan_splice(original, &new)?, changed, original)));
+    commit(path, original.as_deref(), &new, changed)?;
+    free_in_background(new, original);
+    Ok(value)
+}
+
+/// Write `new` over `path`, which held `original` (`None`: did not exist) when it was read
+/// under the lock held now. With `changed` (the indices of the issues that differ from the
+/// original's), a file in the on-disk layout is written by copying the other issues' lines.
+pub(crate) fn commit(
+    path: &Path,
+    original: Option<&[u8]>,
+    new: &IssuesFile,
+    changed: Option<Vec<usize>>,
+) -> Result<()> {
+    let plan = changed.zip(original).and_then(|(mut changed, original)| {
+        changed.sort_unstable();
+        changed.dedup();
+        let changed: Vec<(usize, &Issue)> = changed
+            .into_iter()
+            .filter_map(|n| Some((n, new.issues.get(n)?)))
+            .collect();
+        Some((plan_splice(original, new)?, changed, original))
+    });
     if let Some((plan, changed, original)) = &plan {
         debug_assert!(
             {
                 let mut bytes = Vec::new();
-                plan.write(&mut bytes, original, &new.issues, changed)
-                    .is_ok()
-                    && same_file(path, &bytes, &new)
+                plan.write(&mut bytes, original, changed).is_ok() && same_file(path, &bytes, new)
             },
             "a spliced write must hold exactly the changed file"
         );
@@ -234,29 +240,35 @@ pub fn update_with<T>(
     // overwrite what we did not read. The comparison reads the file again, so it runs while
     // the new file is written, and the rename waits for it.
     std::thread::scope(|scope| {
-        let check = scope.spawn(|| unchanged(path, original.as_deref()));
-        let ready = || match check.join() {
-            Ok(Ok(true)) => Ok(()),
-            Ok(Ok(false)) => Err(Error::ChangedConcurrently {
-                path: path.to_owned(),
-            }),
-            Ok(Err(e)) => Err(e),
-            Err(_) => Err(Error::Read {
-                path: path.to_owned(),
-                source: std::io::Error::other("comparing the file with what was read failed"),
-            }),
-        };
+        let check = scope.spawn(|| unchanged(path, original));
+        let ready = || joined_unchanged(path, check).map(|()| true);
         match &plan {
-            Some((plan, changed, original)) => write_atomic(
-                path,
-                |writer| plan.write(writer, original, &new.issues, changed),
-                ready,
-            ),
-            None => write_atomic(path, |writer| Out::of(&new).write_to(writer), ready),
+            Some((plan, changed, original)) => {
+                write_atomic(path, |writer| plan.write(writer, original, changed), ready)
+            }
+            None => write_atomic(path, |writer| Out::of(new).write_to(writer), ready),
         }
-    })?;
-    free_in_background(new, original);
-    Ok(value)
+    })
+    .map(drop)
+}
+
+/// The result of an [`unchanged`] check run on its own thread: an error unless the file is
+/// as it was read.
+pub(crate) fn joined_unchanged(
+    path: &Path,
+    check: std::thread::ScopedJoinHandle<'_, Result<bool>>,
+) -> Result<()> {
+    match check.join() {
+        Ok(Ok(true)) => Ok(()),
+        Ok(Ok(false)) => Err(Error::ChangedConcurrently {
+            path: path.to_owned(),
+        }),
+        Ok(Err(e)) => Err(e),
+        Err(_) => Err(Error::Read {
+            path: path.to_owned(),
+            source: std::io::Error::other("comparing the file with what was read failed"),
+        }),
+    }
 }
 
 /// Drop `file` (and the bytes it was read from) without waiting: freeing a large parsed file
@@ -274,13 +286,28 @@ pub fn free_in_background(file: IssuesFile, bytes: Option<Vec<u8>>) {
 
 /// The plan for writing `new` by copying from `original` the issues that did not change.
 pub(crate) fn plan_splice(original: &[u8], new: &IssuesFile) -> Option<Splice> {
-    let mut skeleton = Vec::with_capacity(4096);
-    Out::skeleton(new).write_to(&mut skeleton).ok()?;
+    let skeleton = skeleton_bytes(new, Summary::of(&new.issues))?;
     Splice::plan(original, &new.issues, skeleton)
 }
 
+/// `file` serialized without its issues, with `summary` as its summary.
+pub(crate) fn skeleton_bytes(file: &IssuesFile, summary: Summary) -> Option<Vec<u8>> {
+    let out = Out {
+        summary,
+        issues: &[],
+        schema_version: file.schema_version,
+        tool: &file.tool,
+        root: &file.root,
+        scanned_at: &file.scanned_at,
+        unparsed: &file.unparsed,
+    };
+    let mut bytes = Vec::with_capacity(4096);
+    out.write_to(&mut bytes).ok()?;
+    Some(bytes)
+}
+
 /// Whether `bytes` load as `file` with its summary recomputed (a check of spliced writes).
-fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
+pub(crate) fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
     let Ok(written) = parse(path, bytes) else {
         return false;
     };
@@ -293,7 +320,7 @@ fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
 
 /// Whether `path` still holds exactly `original` (`None`: does not exist), compared in chunks
 /// so a large file is not read into memory twice.
-fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
+pub(crate) fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
     let read_err = |source| Error::Read {
         path: path.to_owned(),
         source,
@@ -327,7 +354,7 @@ fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
 }
 
 /// Write through a symbolic link to its target, so the link survives.
-fn resolve(path: &Path) -> PathBuf {
+pub(crate) fn resolve(path: &Path) -> PathBuf {
     match fs::symlink_metadata(path) {
         Ok(meta) if meta.file_type().is_symlink() => {
             fs::canonicalize(path).unwrap_or_else(|_| path.to_owned())
@@ -337,12 +364,13 @@ fn resolve(path: &Path) -> PathBuf {
 }
 
 /// Write through a temporary file renamed over `path`; `ready` runs just before the rename and
-/// can still stop it (the temporary file is then removed).
-fn write_atomic(
+/// can still stop it, with an error or by returning `false` (the temporary file is then
+/// removed). Returns whether the file was replaced.
+pub(crate) fn write_atomic(
     path: &Path,
     contents: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
-    ready: impl FnOnce() -> Result<()>,
-) -> Result<()> {
+    ready: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
     let permissions = match fs::metadata(path) {
         Ok(meta) if meta.permissions().readonly() => {
             return Err(Error::ReadOnly {
@@ -372,13 +400,15 @@ fn write_atomic(
             .map_err(write_err)?;
     }
     tmp.as_file().sync_all().map_err(write_err)?;
-    ready()?;
+    if !ready()? {
+        return Ok(false);
+    }
     tmp.persist(path).map_err(|e| write_err(e.error))?;
     // Make the rename itself durable; a failure here loses nothing already written.
     if let Ok(dir) = File::open(&dir) {
         let _ = dir.sync_all();
     }
-    Ok(())
+    Ok(true)
 }
 
 fn parent_dir(path: &Path) -> PathBuf {
@@ -396,12 +426,12 @@ pub fn lock_path(path: &Path) -> PathBuf {
 }
 
 /// An exclusive advisory lock on `<path>.lock`, released on drop (also when the process dies).
-struct Lock {
+pub(crate) struct Lock {
     _file: File,
 }
 
 impl Lock {
-    fn acquire(path: &Path) -> Result<Lock> {
+    pub(crate) fn acquire(path: &Path) -> Result<Lock> {
         let lock_path = lock_path(path);
         let opened = OpenOptions::new()
             .create(true)

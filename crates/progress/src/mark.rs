@@ -1,6 +1,6 @@
 //! The commands that change an issue's status: `--fixed`, `--skip`, `--reopen`.
 //!
-//! Each reads, decides and writes in one pass under the lock (`issue_model::update`), on the
+//! Each reads, decides and writes in one pass under the lock (`issue_model::update_issue`), on the
 //! file as it is on disk at that moment, so two processes marking different issues both land
 //! and a large file is parsed once. `--fixed` re-scans the issue's file under the lock (one
 //! file is quick); a project-level finding, whose re-check scans the whole project, is
@@ -12,7 +12,7 @@ use crate::recheck::{self, Recheck};
 use crate::render;
 use crate::select::find;
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Save, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, Reading, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -48,6 +48,8 @@ enum Decision {
     },
     /// `--fixed` of a project-level finding: re-check it outside the lock first.
     ScanProject,
+    /// The file does not load (`update_issue` returns why).
+    NotLoaded,
 }
 
 /// What happened, taken out of the locked update.
@@ -84,11 +86,15 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     // First try: re-check under the lock, on the file as read for the change (one parse).
     let path = ctx.path;
     let mut warning = None;
-    let outcome = decide_and_apply(path, typed, Status::Fixed, |file, issue| {
+    let outcome = decide_and_apply(path, typed, Status::Fixed, |reading, issue| {
         if recheck::is_project_level(&issue.pattern) {
             return Decision::ScanProject;
         }
-        recheck_decision(file, path, issue, &mut warning, note.clone())
+        let others = || reading.file().map(|file| file.issues.as_slice());
+        let Some(root) = reading.root() else {
+            return Decision::NotLoaded;
+        };
+        recheck_decision(root, others, path, issue, &mut warning, note.clone())
     })?;
     if !matches!(outcome, Outcome::ScanProject) {
         if let Some(why) = warning {
@@ -102,7 +108,8 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     let issue = &file.issues[find(&file, ctx.path, typed)?];
     if issue.status != Status::Fixed {
         let mut warning = None;
-        match recheck_decision(&file, path, issue, &mut warning, None) {
+        let others = || Some(file.issues.as_slice());
+        match recheck_decision(&file.root, others, path, issue, &mut warning, None) {
             Decision::StillThere { root, found } => {
                 return still_there(ctx, issue, &root, &found);
             }
@@ -131,14 +138,15 @@ fn fixed_change(note: Option<String>) -> Change {
 
 /// Re-check `issue`: fixed when the scanner no longer finds it, or (with a warning in
 /// `warning`) when the re-check cannot run.
-fn recheck_decision(
-    file: &IssuesFile,
+fn recheck_decision<'f>(
+    root: &str,
+    others: impl FnOnce() -> Option<&'f [Issue]>,
     path: &Path,
     issue: &Issue,
     warning: &mut Option<String>,
     note: Option<String>,
 ) -> Decision {
-    match recheck::recheck(file, path, issue) {
+    match recheck::recheck(root, others, path, issue) {
         Recheck::Gone => {}
         Recheck::Unchecked(why) => {
             *warning = Some(format!(
@@ -202,11 +210,15 @@ pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
 
 /// Under the lock: find issue `typed`; if it is not already `target` (for a skip: with the
 /// same reason), let `decide` say what to do, and write the change.
+///
+/// `decide` sees the issue and the file through an [`issue_model::Reading`]: in a large file,
+/// the issue is read from its own line and the change written while the rest of the file is
+/// still being parsed and validated ([`issue_model::update_issue`]).
 fn decide_and_apply(
     path: &Path,
     typed: &str,
     target: Status,
-    decide: impl FnOnce(&IssuesFile, &Issue) -> Decision,
+    decide: impl FnOnce(&Reading<'_>, &Issue) -> Decision,
 ) -> Result<Outcome> {
     if !path.exists() {
         return Err(Error::Missing {
@@ -214,54 +226,35 @@ fn decide_and_apply(
         });
     }
     let now = issue_model::now_rfc3339();
-    let outcome = issue_model::update_with(path, |file| {
-        let Some(mut file) = file else {
-            return Ok((
-                Save::Nothing,
-                Outcome::Refused(Error::Missing {
-                    path: path.to_owned(),
-                }),
-            ));
+    let updated = issue_model::update_issue(path, |reading| {
+        let found = match reading.issue(typed.trim()) {
+            Some(found) => Ok(found),
+            // Not typed exactly: ignoring case, or the closest ids (needs every id).
+            None => match reading.file() {
+                Some(file) => find(file, path, typed).map(|n| (n, file.issues[n].clone())),
+                None => return Ok((None, Step::NotLoaded)),
+            },
         };
-        let index = match find(&file, path, typed) {
-            Ok(index) => index,
-            Err(e) => return Ok((Save::Nothing, Outcome::Refused(e))),
+        let (index, mut issue) = match found {
+            Ok(found) => found,
+            Err(e) => return Ok((None, Step::Refused(e))),
         };
-        let issue = &file.issues[index];
         let status_only = issue.status == target && target != Status::Skipped;
         if status_only {
-            let id = issue.id.clone();
-            let pending = count_pending(&file.issues);
-            return Ok((
-                Save::Nothing,
-                Outcome::Already {
-                    id,
-                    status: target,
-                    pending,
-                },
-            ));
+            return Ok((None, Step::Already(issue.id)));
         }
-        let change = match decide(&file, issue) {
+        let change = match decide(reading, &issue) {
             Decision::Apply(change) => change,
-            Decision::Refuse(error) => return Ok((Save::Nothing, Outcome::Refused(error))),
+            Decision::Refuse(error) => return Ok((None, Step::Refused(error))),
             Decision::StillThere { root, found } => {
-                let issue = Box::new(issue.clone());
-                return Ok((Save::Nothing, Outcome::StillThere { issue, root, found }));
+                let issue = Box::new(issue);
+                return Ok((None, Step::StillThere { issue, root, found }));
             }
-            Decision::ScanProject => return Ok((Save::Nothing, Outcome::ScanProject)),
+            Decision::ScanProject => return Ok((None, Step::ScanProject)),
+            Decision::NotLoaded => return Ok((None, Step::NotLoaded)),
         };
-        let issue = &mut file.issues[index];
-        let id = issue.id.clone();
         if issue.status == change.status && issue.reason == change.reason {
-            let pending = count_pending(&file.issues);
-            return Ok((
-                Save::Nothing,
-                Outcome::Already {
-                    id,
-                    status: target,
-                    pending,
-                },
-            ));
+            return Ok((None, Step::Already(issue.id)));
         }
         issue.status = change.status;
         issue.reason = change.reason;
@@ -270,17 +263,56 @@ fn decide_and_apply(
             status: change.history,
             note: change.note,
         });
-        let pending = count_pending(&file.issues);
-        Ok((
-            Save::Issues(file, vec![index]),
-            Outcome::Changed {
-                id,
-                status: target,
-                pending,
-            },
-        ))
-    })?;
-    Ok(outcome)
+        let id = issue.id.clone();
+        Ok((Some((index, issue)), Step::Changed(id)))
+    });
+    let (step, file) = match updated {
+        Ok(updated) => updated,
+        Err(issue_model::Error::Read { source, .. })
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            return Err(Error::Missing {
+                path: path.to_owned(),
+            });
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let pending = count_pending(&file.issues);
+    issue_model::free_in_background(file, None);
+    Ok(match step {
+        Step::Changed(id) => Outcome::Changed {
+            id,
+            status: target,
+            pending,
+        },
+        Step::Already(id) => Outcome::Already {
+            id,
+            status: target,
+            pending,
+        },
+        Step::Refused(error) => Outcome::Refused(error),
+        Step::StillThere { issue, root, found } => Outcome::StillThere { issue, root, found },
+        Step::ScanProject => Outcome::ScanProject,
+        Step::NotLoaded => Outcome::Refused(Error::Usage(format!(
+            "internal: {} did not load, yet no error was reported",
+            path.display()
+        ))),
+    })
+}
+
+/// What the locked update decided, before the pending issues are counted.
+enum Step {
+    Changed(String),
+    Already(String),
+    Refused(Error),
+    StillThere {
+        issue: Box<Issue>,
+        root: String,
+        found: Vec<Issue>,
+    },
+    ScanProject,
+    /// The file does not load: `update_issue` returns that error rather than this.
+    NotLoaded,
 }
 
 /// Print what happened; map it to an exit status.

@@ -2,7 +2,7 @@
 //! there, so `--fixed` cannot mark an issue fixed that is not.
 
 use crate::excerpt;
-use issue_model::{Issue, IssuesFile, Status, normalize_snippet};
+use issue_model::{Issue, Status, normalize_snippet};
 use std::path::Path;
 
 /// The outcome of a re-check.
@@ -23,9 +23,17 @@ pub enum Recheck {
 /// more times than there are other not-yet-fixed issues with that description: fixing the
 /// first of two identical findings renumbers the second, which then has the first one's
 /// fingerprint.
-pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck {
-    let Some((root, _)) = excerpt::locate(&file.root, issues_json, &issue.file) else {
-        let looked: Vec<String> = excerpt::root_candidates(&file.root, issues_json)
+///
+/// `root` is the issues file's `root`; `others` gives its issues, only asked for when the scan
+/// finds the finding (`None`: the file does not load).
+pub fn recheck<'f>(
+    root: &str,
+    others: impl FnOnce() -> Option<&'f [Issue]>,
+    issues_json: &Path,
+    issue: &Issue,
+) -> Recheck {
+    let Some((root, _)) = excerpt::locate(root, issues_json, &issue.file) else {
+        let looked: Vec<String> = excerpt::root_candidates(root, issues_json)
             .iter()
             .map(|r| r.join(&issue.file).display().to_string())
             .collect();
@@ -56,8 +64,13 @@ pub fn recheck(file: &IssuesFile, issues_json: &Path, issue: &Issue) -> Recheck 
             && normalize_snippet(&i.snippet) == wanted_code
     };
     let mut found: Vec<Issue> = result.issues.into_iter().filter(|i| same(i)).collect();
-    let others_open = file
-        .issues
+    if found.is_empty() {
+        return Recheck::Gone;
+    }
+    let Some(others) = others() else {
+        return Recheck::Unchecked("the issues file does not load".to_owned());
+    };
+    let others_open = others
         .iter()
         .filter(|i| i.id != issue.id && i.status != Status::Fixed && same(i))
         .count();

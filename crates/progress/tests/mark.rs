@@ -311,8 +311,20 @@ fn a_read_only_file_is_refused_and_kept() {
 /// Many processes, each marking a different issue at the same moment: every change lands.
 #[test]
 fn concurrent_processes_marking_different_issues_all_land() {
+    concurrent_marks(12);
+}
+
+/// The same in a file large enough that each change is written while the rest of the file is
+/// still being parsed.
+#[test]
+fn concurrent_processes_marking_issues_of_a_large_file_all_land() {
+    concurrent_marks(2100);
+}
+
+/// `total` issues; twelve processes mark the first twelve at the same moment.
+fn concurrent_marks(total: usize) {
     const N: usize = 12;
-    let ids: Vec<String> = (0..N).map(|n| format!("RND-{n:06}")).collect();
+    let ids: Vec<String> = (0..total).map(|n| format!("RND-{n:06}")).collect();
     let f = Fixture::new(
         ids.iter()
             .enumerate()
@@ -327,6 +339,7 @@ fn concurrent_processes_marking_different_issues_all_land() {
             })
             .collect(),
     );
+    let ids = &ids[..N];
     let children: Vec<std::process::Child> = ids
         .iter()
         .enumerate()
@@ -366,5 +379,9 @@ fn concurrent_processes_marking_different_issues_all_land() {
         assert_eq!(issue.status, want, "{id} did not land");
         assert_eq!(issue.history.len(), 2, "{id}");
     }
-    assert_eq!(file.summary.by_status.get("pending"), None);
+    assert_eq!(
+        file.summary.by_status.get("pending").copied().unwrap_or(0),
+        total - N
+    );
+    assert_eq!(file.summary, issue_model::Summary::of(&file.issues));
 }
