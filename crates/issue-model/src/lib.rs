@@ -6,6 +6,7 @@
 //! they are shown (that is each tool's job).
 
 pub mod error;
+mod fast;
 pub mod ids;
 pub mod layout;
 mod lines;

@@ -33,8 +33,8 @@ fn issue_lines_start(bytes: &[u8]) -> Option<usize> {
     Some(memchr::memmem::find(bytes, OPEN)? + OPEN.len())
 }
 
-/// `text` parsed with its issue lines split between threads; `None` when the file is small,
-/// only one CPU is available, the file is not in the layout, or anything in it does not parse
+/// `text` parsed line by line, its issue lines split between threads (one per CPU, up to
+/// four); `None` when the file is small, not in the layout, or anything in it does not parse
 /// (the caller then parses the whole document, which also gives the error its position).
 ///
 /// The result equals a whole-document parse: every field of the format denies unknown fields,
@@ -47,12 +47,12 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
     // Issue lines start with four spaces; the array closes on the first line with two.
     let close = start + memchr::memmem::find(&bytes[start..], b"\n  ]")?;
     let lines: Vec<&str> = text[start..close].split('\n').collect();
+    if lines.len() < LARGE {
+        return None;
+    }
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(MAX_THREADS);
-    if lines.len() < LARGE || threads < 2 {
-        return None;
-    }
     // The rest of the file first: it is small, and if it is not ours the issue lines need no
     // parsing here at all.
     let mut skeleton = String::with_capacity(start + (text.len() - close));
@@ -118,9 +118,15 @@ fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
         } else {
             line.trim_end().strip_suffix(',')?
         };
-        issues.push(serde_json::from_str::<Issue>(member).ok()?);
+        issues.push(parse_issue(member)?);
     }
     Some(issues)
+}
+
+/// One issue's JSON text: read by [`crate::fast`] when it is in the layout's exact form, by
+/// serde_json otherwise.
+pub(crate) fn parse_issue(text: &str) -> Option<Issue> {
+    crate::fast::issue(text).or_else(|| serde_json::from_str(text).ok())
 }
 
 /// One issue line of the layout: where the issue's JSON text is, and where its id is (the
@@ -369,18 +375,15 @@ mod tests {
         );
     }
 
-    fn cpus() -> usize {
-        std::thread::available_parallelism().map_or(1, std::num::NonZero::get)
-    }
-
     #[test]
     fn parallel_parse_equals_whole_document_parse() {
         let (_, text) = large_sample();
         let whole: IssuesFile = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
-        match parse_parallel(&text) {
-            Some(parallel) => assert_eq!(parallel, whole),
-            None => assert!(cpus() < 2, "a large file in the layout parses in parallel"),
-        }
+        let parallel = parse_parallel(&text);
+        assert!(
+            parallel.is_some_and(|parallel| parallel == whole),
+            "a large file in the layout is read by lines, as the whole document reads"
+        );
         // Too small: the caller's plain parse.
         let small = crate::store::to_json(&sample());
         assert!(parse_parallel(&small).is_none());
@@ -424,10 +427,7 @@ mod tests {
             in_parallel += usize::from(parallel.is_some());
         }
         // Edits inside strings keep the layout: those cases must have taken the parallel path.
-        assert!(
-            in_parallel > 10 || cpus() < 2,
-            "{in_parallel} cases parsed in parallel"
-        );
+        assert!(in_parallel > 10, "{in_parallel} cases parsed in parallel");
     }
 
     #[test]

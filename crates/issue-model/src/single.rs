@@ -108,7 +108,7 @@ impl Early {
     /// The issue on line `index`, parsed by itself.
     fn issue(&self, original: &[u8], index: usize) -> Option<Issue> {
         let line = self.lines.lines.get(index)?;
-        serde_json::from_slice(&original[line.text.clone()]).ok()
+        crate::lines::parse_issue(std::str::from_utf8(&original[line.text.clone()]).ok()?)
     }
 }
 
