@@ -69,7 +69,12 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     r.lit(", \"history\": [")?;
     let history = r.list(Reader::history_entry)?;
     r.lit("}")?;
-    (r.pos == line.len()).then_some(Issue {
+    if r.pos != line.len() {
+        return None;
+    }
+    #[cfg(test)]
+    tests::READ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Some(Issue {
         id,
         pattern,
         category,
@@ -256,6 +261,25 @@ impl<'a> Reader<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// Issues read here, by every test of the crate.
+    pub(super) static READ: AtomicUsize = AtomicUsize::new(0);
+
+    /// A large file in the layout is read here, line by line.
+    #[test]
+    fn large_files_are_read_here() {
+        let (file, text) = crate::lines::large_sample();
+        let before = READ.load(Ordering::Relaxed);
+        let parsed = crate::lines::parse_parallel(&text);
+        assert!(parsed.is_some_and(|parsed| parsed.issues == file.issues));
+        let read = READ.load(Ordering::Relaxed) - before;
+        assert!(
+            read >= file.issues.len(),
+            "{read} of {} read here",
+            file.issues.len()
+        );
+    }
 
     fn line_of(issue: &Issue) -> String {
         let mut bytes = Vec::new();

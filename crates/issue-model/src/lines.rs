@@ -123,10 +123,11 @@ fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
     Some(issues)
 }
 
-/// One issue's JSON text: read by [`crate::fast`] when it is in the layout's exact form, by
-/// serde_json otherwise.
+/// One issue's JSON text, possibly with whitespace around it: read by [`crate::fast`] when it
+/// is the layout's indentation and the layout's exact form, by serde_json otherwise.
 pub(crate) fn parse_issue(text: &str) -> Option<Issue> {
-    crate::fast::issue(text).or_else(|| serde_json::from_str(text).ok())
+    let exact = text.strip_prefix("    ").unwrap_or(text);
+    crate::fast::issue(exact).or_else(|| serde_json::from_str(text).ok())
 }
 
 /// One issue line of the layout: where the issue's JSON text is, and where its id is (the
