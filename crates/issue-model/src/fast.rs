@@ -97,6 +97,16 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     })
 }
 
+/// Whether `bytes` hold a control character, which serde_json refuses in strings. The least
+/// byte, found without an early exit, compiles to vector instructions.
+fn has_control(bytes: &[u8]) -> bool {
+    bytes
+        .iter()
+        .copied()
+        .min()
+        .is_some_and(|least| least < 0x20)
+}
+
 struct Reader<'a> {
     text: &'a str,
     pos: usize,
@@ -121,9 +131,7 @@ impl<'a> Reader<'a> {
         if rest[end] != b'"' {
             return None;
         }
-        let content = &rest[..end];
-        // serde_json refuses control characters in strings.
-        if content.iter().any(|&b| b < 0x20) {
+        if has_control(&rest[..end]) {
             return None;
         }
         let start = self.pos + 1;
@@ -138,13 +146,24 @@ impl<'a> Reader<'a> {
         if self.rest().first() != Some(&b'"') {
             return None;
         }
-        let mut out = String::new();
-        let mut pos = self.pos + 1;
+        let start = self.pos + 1;
+        let rest = self.text.as_bytes().get(start..)?;
+        let n = memchr::memchr2(b'"', b'\\', rest)?;
+        if rest[n] == b'"' {
+            // Most strings have no escape: one copy of the right size.
+            if has_control(&rest[..n]) {
+                return None;
+            }
+            let text = self.text.get(start..start + n)?;
+            self.pos = start + n + 1;
+            return Some(text.to_owned());
+        }
+        let mut out = String::with_capacity(n + 16);
+        let mut pos = start;
         loop {
             let rest = self.text.as_bytes().get(pos..)?;
             let n = memchr::memchr2(b'"', b'\\', rest)?;
-            let chunk = &rest[..n];
-            if chunk.iter().any(|&b| b < 0x20) {
+            if has_control(&rest[..n]) {
                 return None;
             }
             out.push_str(self.text.get(pos..pos + n)?);

@@ -45,8 +45,15 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
     let bytes = text.as_bytes();
     let start = issue_lines_start(bytes)?;
     // Issue lines start with four spaces; the array closes on the first line with two.
-    let close = start + memchr::memmem::find(&bytes[start..], b"\n  ]")?;
-    let lines: Vec<&str> = text[start..close].split('\n').collect();
+    let mut lines: Vec<&str> = Vec::with_capacity(bytes.len() / 512);
+    let mut pos = start;
+    while !bytes[pos..].starts_with(b"  ]") {
+        let end = pos + memchr::memchr(b'\n', &bytes[pos..])?;
+        lines.push(text.get(pos..end)?);
+        pos = end + 1;
+    }
+    // The newline before the closing line.
+    let close = pos.checked_sub(1)?;
     if lines.len() < LARGE {
         return None;
     }
