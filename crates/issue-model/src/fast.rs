@@ -3,8 +3,8 @@
 //! The format's issue lines are written by one serializer, always with the same keys in the same
 //! order and the same separators. This reader accepts only that exact form and returns the issue
 //! it holds; anything else (another key order, other spacing, an escape it does not decode, a
-//! number serde would reject) returns `None`, and the caller parses the line with serde_json,
-//! which also gives the error. Whenever it returns an issue, it is the one serde_json reads
+//! number serde would reject) returns `None`, and the caller parses the line with `serde_json`,
+//! which also gives the error. Whenever it returns an issue, it is the one `serde_json` reads
 //! from the same text: the tests check this on generated issues and on mutated lines.
 
 use crate::schema::{Category, HistoryEntry, HistoryStatus, Issue, Related, Severity, Status};
@@ -46,7 +46,7 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     r.lit(", \"end_column\": ")?;
     let end_column = r.number()?;
     r.lit(", \"symbol\": ")?;
-    let symbol = r.optional_string()?;
+    let symbol = if r.null() { None } else { Some(r.string()?) };
     r.lit(", \"message\": ")?;
     let message = r.string()?;
     r.lit(", \"snippet\": ")?;
@@ -65,7 +65,7 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
         _ => return None,
     };
     r.lit(", \"reason\": ")?;
-    let reason = r.optional_string()?;
+    let reason = if r.null() { None } else { Some(r.string()?) };
     r.lit(", \"history\": [")?;
     let history = r.list(Reader::history_entry)?;
     r.lit("}")?;
@@ -97,7 +97,7 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     })
 }
 
-/// Whether `bytes` hold a control character, which serde_json refuses in strings. The least
+/// Whether `bytes` hold a control character, which `serde_json` refuses in strings. The least
 /// byte, found without an early exit, compiles to vector instructions.
 fn has_control(bytes: &[u8]) -> bool {
     bytes
@@ -141,7 +141,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string, with the escapes the layout's serializer writes for quotes, backslashes and
-    /// the common control characters decoded; `\u` escapes are left to serde_json.
+    /// the common control characters decoded; `\u` escapes are left to `serde_json`.
     fn string(&mut self) -> Option<String> {
         if self.rest().first() != Some(&b'"') {
             return None;
@@ -188,11 +188,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn optional_string(&mut self) -> Option<Option<String>> {
-        if self.lit("null").is_some() {
-            return Some(None);
-        }
-        self.string().map(Some)
+    /// `null` next (read).
+    fn null(&mut self) -> bool {
+        self.lit("null").is_some()
     }
 
     fn boolean(&mut self) -> Option<bool> {
@@ -203,14 +201,14 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// A `u32` as serde_json reads it: digits without a leading zero, in range.
+    /// A `u32` as `serde_json` reads it: digits without a leading zero, in range.
     fn number(&mut self) -> Option<u32> {
         let rest = self.rest();
         let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
         if digits == 0 || (digits > 1 && rest[0] == b'0') || digits > 10 {
             return None;
         }
-        // A fraction or exponent makes it a float, which serde_json does not read as a u32.
+        // A fraction or exponent makes it a float, which `serde_json` does not read as a u32.
         if matches!(rest.get(digits), Some(b'.' | b'e' | b'E')) {
             return None;
         }
@@ -271,7 +269,11 @@ impl<'a> Reader<'a> {
             _ => return None,
         };
         self.lit(", \"note\": ")?;
-        let note = self.optional_string()?;
+        let note = if self.null() {
+            None
+        } else {
+            Some(self.string()?)
+        };
         self.lit("}")?;
         Some(HistoryEntry { at, status, note })
     }
@@ -383,7 +385,7 @@ mod tests {
     }
 
     /// What the layout writes reads back as the same issue; only `\u` escapes (control
-    /// characters other than the common ones) are left to serde_json.
+    /// characters other than the common ones) are left to `serde_json`.
     #[test]
     fn reads_back_what_the_layout_writes() {
         let mut fast = 0;
@@ -400,7 +402,7 @@ mod tests {
         assert!(fast >= 10, "{fast} lines read");
     }
 
-    /// Lines serde_json reads but not in the layout's exact form, or that serde_json refuses:
+    /// Lines `serde_json` reads but not in the layout's exact form, or that `serde_json` refuses:
     /// never read here.
     #[test]
     fn anything_but_the_exact_form_is_left_to_serde_json() {
@@ -431,7 +433,7 @@ mod tests {
     }
 
     /// Bytes inserted, deleted and replaced all over real lines: whenever a mutated line is
-    /// read here, serde_json reads the same issue from it.
+    /// read here, `serde_json` reads the same issue from it.
     #[test]
     fn never_reads_what_serde_json_does_not() {
         let lines: Vec<String> = varied().iter().map(line_of).collect();

@@ -131,7 +131,7 @@ fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
 }
 
 /// One issue's JSON text, possibly with whitespace around it: read by [`crate::fast`] when it
-/// is the layout's indentation and the layout's exact form, by serde_json otherwise.
+/// is the layout's indentation and the layout's exact form, by `serde_json` otherwise.
 pub(crate) fn parse_issue(text: &str) -> Option<Issue> {
     let exact = text.strip_prefix("    ").unwrap_or(text);
     crate::fast::issue(exact).or_else(|| serde_json::from_str(text).ok())
