@@ -385,11 +385,16 @@ pub(crate) fn write_atomic(
         path: path.to_owned(),
         source,
     };
-    let tmp = tempfile::Builder::new()
-        .prefix(".issues.json.")
-        .suffix(".tmp")
-        .tempfile_in(&dir)
-        .map_err(write_err)?;
+    let mut builder = tempfile::Builder::new();
+    builder.prefix(".issues.json.").suffix(".tmp");
+    #[cfg(unix)]
+    if permissions.is_none() {
+        // A new file gets the mode any new file gets (read-write for all, less the umask),
+        // not the temporary file's owner-only mode.
+        use std::os::unix::fs::PermissionsExt as _;
+        builder.permissions(fs::Permissions::from_mode(0o666));
+    }
+    let tmp = builder.tempfile_in(&dir).map_err(write_err)?;
     let mut writer = BufWriter::with_capacity(256 * 1024, tmp);
     contents(&mut writer).map_err(write_err)?;
     let tmp = writer.into_inner().map_err(|e| write_err(e.into_error()))?;

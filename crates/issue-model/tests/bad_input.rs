@@ -384,4 +384,13 @@ fn update_of_a_missing_file_may_create_it() {
     })
     .unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(fs::read_to_string(&path).unwrap_or_default(), FULL);
+    // A new file gets the mode of any file made there, not an owner-only one.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = |p: &Path| fs::metadata(p).map_or(0, |m| m.permissions().mode() & 0o777);
+        let plain = dir.path().join("plain");
+        fs::write(&plain, "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(mode(&path), mode(&plain));
+    }
 }
