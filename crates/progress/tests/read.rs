@@ -142,6 +142,74 @@ fn next_order_is_errors_then_entry_points_then_files() {
     assert_contains(&out, "npu-progress issues.json --check-complete");
 }
 
+/// The same order in a file large enough that its issue lines are read on several threads;
+/// each shown issue gets its `shown` entry once.
+#[test]
+fn next_order_in_a_large_file_is_the_same() {
+    let mut issues = vec![
+        issue("RND-00000w", "P_RND", Severity::Warning, "a.py", 1),
+        issue("RND-0000b9", "P_RND", Severity::Error, "b.py", 9),
+        issue("RND-0000t3", "P_RND", Severity::Error, "train.py", 3),
+        issue("ENT-0000t8", "P_ENT", Severity::Error, "train.py", 80),
+        issue("RND-0000a5", "P_RND", Severity::Error, "a.py", 5),
+    ];
+    issues.extend((0..2100u32).map(|n| {
+        issue(
+            &format!("TGT-{n:06}"),
+            "P_TGT",
+            Severity::Info,
+            "z.py",
+            2100 - n,
+        )
+    }));
+    let f = Fixture::new(issues);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let (code, out, err) = f.run(&["--next", "--format", "json"]);
+        assert_eq!(code, 0, "{err}");
+        let value: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let id = value["issue"]["id"].as_str().unwrap_or_default().to_owned();
+        assert_eq!(value["remaining"], 2105 - seen.len(), "{out}");
+        let (code, again, err) = f.run(&["--next", "--format", "json"]);
+        assert_eq!((code, &again), (0, &out), "{err}");
+        let (code, _, err) = f.run(&["--fixed", &id, "--force"]);
+        assert_eq!(code, 0, "{err}");
+        seen.push(id);
+    }
+    assert_eq!(
+        seen,
+        [
+            "ENT-0000t8",
+            "RND-0000t3",
+            "RND-0000a5",
+            "RND-0000b9",
+            "RND-00000w"
+        ]
+    );
+    let file = f.load();
+    for id in &seen {
+        let issue = file.issues.iter().find(|i| &i.id == id);
+        let statuses: Vec<HistoryStatus> = issue
+            .map(|i| i.history.iter().map(|h| h.status).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            statuses,
+            [
+                HistoryStatus::Found,
+                HistoryStatus::Shown,
+                HistoryStatus::Fixed
+            ],
+            "{id}"
+        );
+    }
+    // The info issues come last line first (by line), and a pattern narrows the pick.
+    let (code, out, err) = f.run(&["--next", "--pattern", "tgt", "--format", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let value: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+    assert_eq!(value["issue"]["id"], "TGT-002099");
+    assert_eq!(value["remaining"], 2100);
+}
+
 #[test]
 fn next_json_is_stable() {
     let mut rnd = issue(
