@@ -95,18 +95,19 @@ pub fn is_project_level(pattern: &str) -> bool {
 /// The scan that decides whether `issue` is still there.
 ///
 /// A file-local finding depends only on its file and that file's path (the module name comes
-/// from it), so the file alone is scanned, copied to the same relative path in an empty
-/// directory: a re-check then costs one file, not the project. A project-level finding, or a
-/// file that cannot be copied, is re-checked by scanning the whole tree.
+/// from it), so the file alone is scanned ([`scan::scan_alone`]): a re-check then costs one
+/// file, not the project. A project-level finding, or a file whose path the scanner does not
+/// take alone, is re-checked by scanning the whole tree.
 fn scan_for(root: &Path, issue: &Issue) -> Result<scan::ScanResult, String> {
-    let settings = scan::Settings {
-        threads: 1,
-        ..scan::Settings::default()
-    };
-    if !is_project_level(&issue.pattern)
-        && let Some(result) = scan_alone(root, &issue.file, &settings)
-    {
-        return result.map_err(|e| e.to_string());
+    if !is_project_level(&issue.pattern) {
+        let settings = scan::Settings {
+            threads: 1,
+            ..scan::Settings::default()
+        };
+        match scan::scan_alone(root, &issue.file, &settings) {
+            Err(scan::Error::NotScannable { .. }) => {}
+            result => return result.map_err(|e| e.to_string()),
+        }
     }
     scan::scan_files(
         root,
@@ -114,29 +115,4 @@ fn scan_for(root: &Path, issue: &Issue) -> Result<scan::ScanResult, String> {
         &scan::Settings::default(),
     )
     .map_err(|e| e.to_string())
-}
-
-/// Scan `root/file` alone under its relative path; `None` when it cannot be set up (then the
-/// caller scans the tree).
-fn scan_alone(
-    root: &Path,
-    file: &str,
-    settings: &scan::Settings,
-) -> Option<scan::Result<scan::ScanResult>> {
-    let rel = Path::new(file);
-    // Only a plain relative path can be placed under the temporary directory.
-    if !rel
-        .components()
-        .all(|c| matches!(c, std::path::Component::Normal(_)))
-    {
-        return None;
-    }
-    let dir = tempfile::Builder::new()
-        .prefix("npu-progress-recheck.")
-        .tempdir()
-        .ok()?;
-    let copy = dir.path().join(rel);
-    std::fs::create_dir_all(copy.parent()?).ok()?;
-    std::fs::copy(root.join(rel), &copy).ok()?;
-    Some(scan::scan_files(dir.path(), &[file.to_owned()], settings))
 }

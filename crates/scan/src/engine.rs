@@ -85,7 +85,7 @@ pub(crate) fn run(
         source,
     })?;
     let threads = settings.threads();
-    let (entries, mut warnings) = if meta.is_file() {
+    let (entries, warnings) = if meta.is_file() {
         let rel = files::relative(root, root);
         let entry = FileEntry {
             kind: if std::path::Path::new(&rel)
@@ -103,9 +103,39 @@ pub(crate) fn run(
     } else {
         files::collect(root, &excludes, threads)
     };
+    run_entries(&entries, warnings, settings, rules, started)
+}
 
+/// Scan the one file `rel` of the project at `root`, as if it were the project's only file.
+pub(crate) fn run_alone(
+    root: &Path,
+    rel: &str,
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+) -> Result<(ScanResult, Project)> {
+    let started = Instant::now();
+    std::fs::metadata(root).map_err(|source| Error::Root {
+        path: root.to_owned(),
+        source,
+    })?;
+    let entry = files::entry(root, rel).ok_or_else(|| Error::NotScannable {
+        file: rel.to_owned(),
+    })?;
+    let entries = [entry];
+    run_entries(&entries, Vec::new(), settings, rules, started)
+}
+
+/// Check `entries` (sorted by path), then the project they make up.
+fn run_entries(
+    entries: &[FileEntry],
+    mut warnings: Vec<String>,
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+    started: Instant,
+) -> Result<(ScanResult, Project)> {
+    let threads = settings.threads();
     let python_rules: Vec<&'static RuleInfo> = rules.to_vec();
-    let outcomes = check_all(&entries, settings, &python_rules, threads)?;
+    let outcomes = check_all(entries, settings, &python_rules, threads)?;
 
     let cuda_sources: Vec<String> = entries
         .iter()

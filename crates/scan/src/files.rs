@@ -73,6 +73,28 @@ fn kind_of(name: &str) -> Option<FileKind> {
     }
 }
 
+/// The entry of the file at `rel` (a relative `/` path) under `root`, whether or not a walk
+/// would reach it; `None` when `rel` is not a plain relative path (empty, absolute, with `.`
+/// or `..` parts) or not a kind of file the scanner reads.
+pub fn entry(root: &Path, rel: &str) -> Option<FileEntry> {
+    let rel = rel.trim_start_matches("./");
+    if rel
+        .split('/')
+        .any(|part| part.is_empty() || part == "." || part == ".." || part.contains('\\'))
+    {
+        return None;
+    }
+    let kind = kind_of(rel.rsplit('/').next().unwrap_or(rel))?;
+    let path = rel
+        .split('/')
+        .fold(root.to_path_buf(), |path, part| path.join(part));
+    Some(FileEntry {
+        rel: rel.to_owned(),
+        path,
+        kind,
+    })
+}
+
 /// The relative `/` path of `path` under `root` (the file name when `root` is the file).
 pub fn relative(root: &Path, path: &Path) -> String {
     let rel = path.strip_prefix(root).unwrap_or(path);

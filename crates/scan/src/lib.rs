@@ -76,6 +76,10 @@ pub enum Error {
     },
     #[error(transparent)]
     Issues(#[from] issue_model::Error),
+    #[error(
+        "`{file}` is not a relative `/` path under the project root of a file the scanner reads (.py, .yaml, .yml, .json, .toml, .cu, .cuh)"
+    )]
+    NotScannable { file: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -179,13 +183,23 @@ pub fn scan(root: &Path, settings: &Settings) -> Result<ScanResult> {
 
 /// Scan the project at `root` but keep only the issues and unparsed entries of `files`
 /// (relative `/` paths). The whole tree is read: project-level rules need every entry
-/// point and import to judge one file.
+/// point and import to judge one file. For a rule that judges a file by itself, see
+/// [`scan_alone`].
 pub fn scan_files(root: &Path, files: &[String], settings: &Settings) -> Result<ScanResult> {
     let wanted: BTreeSet<&str> = files.iter().map(|f| f.trim_start_matches("./")).collect();
     let mut result = scan(root, settings)?;
     result.issues.retain(|i| wanted.contains(i.file.as_str()));
     result.unparsed.retain(|u| wanted.contains(u.file.as_str()));
     Ok(result)
+}
+
+/// Scan the one file `file` (a relative `/` path) of the project at `root` as if it were the
+/// project's only file, without walking the tree. The findings of rules that judge a file by
+/// itself (those not `project_level` in [`rules::registry`]) are exactly those a scan of the
+/// whole project reports for that file; project-level rules see a project of one file.
+pub fn scan_alone(root: &Path, file: &str, settings: &Settings) -> Result<ScanResult> {
+    let rules = engine::enabled_rules(settings)?;
+    engine::run_alone(root, file, settings, &rules).map(|(result, _)| result)
 }
 
 /// The path of the `issues.json` for an `--output` argument: `<dir>/issues.json`, or the

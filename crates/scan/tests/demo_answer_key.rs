@@ -226,3 +226,50 @@ fn fixed_demo_has_no_findings() {
         describe(&all)
     );
 }
+
+/// `scan_alone` of each file reports exactly what the whole scan reports for that file from
+/// the rules that judge a file by itself, without walking the tree.
+#[test]
+fn each_file_scanned_alone_has_its_file_local_findings() {
+    let root = demo_dir().join("tiny-vla");
+    let settings = Settings {
+        threads: 1,
+        ..Settings::default()
+    };
+    let whole = scan::scan(&root, &settings).unwrap_or_else(|e| panic!("{e}"));
+    let file_local =
+        |issue: &&Issue| scan::rules::get(&issue.pattern).is_some_and(|rule| !rule.project_level);
+    let files: BTreeSet<&str> = whole.issues.iter().map(|i| i.file.as_str()).collect();
+    assert!(files.len() >= 3, "the demo has findings in several files");
+    let mut compared = 0;
+    for file in files {
+        let alone =
+            scan::scan_alone(&root, file, &settings).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let expected: Vec<&Issue> = whole
+            .issues
+            .iter()
+            .filter(|i| i.file == file)
+            .filter(file_local)
+            .collect();
+        let got: Vec<&Issue> = alone.issues.iter().filter(file_local).collect();
+        assert_eq!(got, expected, "{file}");
+        assert!(alone.issues.iter().all(|i| i.file == file), "{file}");
+        compared += expected.len();
+    }
+    assert!(compared > 5, "{compared} findings compared");
+    // Not a file of the project the scanner reads: an error, not an empty result.
+    for bad in [
+        "../tiny-vla/train.py",
+        "/etc/passwd",
+        "",
+        "README.md",
+        "a//b.py",
+    ] {
+        let result = scan::scan_alone(&root, bad, &settings);
+        assert!(
+            matches!(result, Err(scan::Error::NotScannable { .. })),
+            "{bad}: {:?}",
+            result.map(|r| r.issues.len())
+        );
+    }
+}
