@@ -442,7 +442,9 @@ impl<'f> Writeback<'f> {
 
 impl Write for Writeback<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = (&mut &*self.file).write(buf)?;
+        // At most a step at a time, so a large slice is sent to the disk as it is written.
+        let step = usize::try_from(Self::STEP).unwrap_or(usize::MAX);
+        let n = (&mut &*self.file).write(&buf[..buf.len().min(step)])?;
         self.written += n as u64;
         if self.written - self.sent >= Self::STEP {
             start_writeback(self.file, self.sent, self.written - self.sent);
