@@ -54,15 +54,11 @@ enum Decision {
 
 /// What happened, taken out of the locked update.
 enum Outcome {
-    Changed {
+    /// Issue `id` is `status` now: marked so by this command (`changed`), or already.
+    Marked {
         id: String,
         status: Status,
-        pending: usize,
-    },
-    Already {
-        id: String,
-        status: Status,
-        pending: usize,
+        changed: bool,
     },
     Refused(Error),
     StillThere {
@@ -96,7 +92,7 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         };
         recheck_decision(root, others, path, issue, &mut warning, note.clone())
     })?;
-    if !matches!(outcome, Outcome::ScanProject) {
+    if !matches!(outcome, (Outcome::ScanProject, _)) {
         if let Some(why) = warning {
             ctx.warn(&why)?;
         }
@@ -209,7 +205,8 @@ pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
 }
 
 /// Under the lock: find issue `typed`; if it is not already `target` (for a skip: with the
-/// same reason), let `decide` say what to do, and write the change.
+/// same reason), let `decide` say what to do, and write the change. Returns what happened and
+/// how many issues are pending now.
 ///
 /// `decide` sees the issue and the file through an [`issue_model::Reading`]: in a large file,
 /// the issue is read from its own line and the change written while the rest of the file is
@@ -219,42 +216,54 @@ fn decide_and_apply(
     typed: &str,
     target: Status,
     decide: impl FnOnce(&Reading<'_>, &Issue) -> Decision,
-) -> Result<Outcome> {
+) -> Result<(Outcome, usize)> {
     if !path.exists() {
         return Err(Error::Missing {
             path: path.to_owned(),
         });
     }
     let now = issue_model::now_rfc3339();
+    // The file does not load: `update_issue` returns that error rather than this.
+    let not_loaded = || {
+        Outcome::Refused(Error::Usage(format!(
+            "internal: {} did not load, yet no error was reported",
+            path.display()
+        )))
+    };
+    let marked = |id: String, changed: bool| Outcome::Marked {
+        id,
+        status: target,
+        changed,
+    };
     let updated = issue_model::update_issue(path, |reading| {
         let found = match reading.issue(typed.trim()) {
             Some(found) => Ok(found),
             // Not typed exactly: ignoring case, or the closest ids (needs every id).
             None => match reading.file() {
                 Some(file) => find(file, path, typed).map(|n| (n, file.issues[n].clone())),
-                None => return Ok((None, Step::NotLoaded)),
+                None => return Ok((None, not_loaded())),
             },
         };
         let (index, mut issue) = match found {
             Ok(found) => found,
-            Err(e) => return Ok((None, Step::Refused(e))),
+            Err(e) => return Ok((None, Outcome::Refused(e))),
         };
         let status_only = issue.status == target && target != Status::Skipped;
         if status_only {
-            return Ok((None, Step::Already(issue.id)));
+            return Ok((None, marked(issue.id, false)));
         }
         let change = match decide(reading, &issue) {
             Decision::Apply(change) => change,
-            Decision::Refuse(error) => return Ok((None, Step::Refused(error))),
+            Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
             Decision::StillThere { root, found } => {
                 let issue = Box::new(issue);
-                return Ok((None, Step::StillThere { issue, root, found }));
+                return Ok((None, Outcome::StillThere { issue, root, found }));
             }
-            Decision::ScanProject => return Ok((None, Step::ScanProject)),
-            Decision::NotLoaded => return Ok((None, Step::NotLoaded)),
+            Decision::ScanProject => return Ok((None, Outcome::ScanProject)),
+            Decision::NotLoaded => return Ok((None, not_loaded())),
         };
         if issue.status == change.status && issue.reason == change.reason {
-            return Ok((None, Step::Already(issue.id)));
+            return Ok((None, marked(issue.id, false)));
         }
         issue.status = change.status;
         issue.reason = change.reason;
@@ -264,9 +273,9 @@ fn decide_and_apply(
             note: change.note,
         });
         let id = issue.id.clone();
-        Ok((Some((index, issue)), Step::Changed(id)))
+        Ok((Some((index, issue)), marked(id, true)))
     });
-    let (step, file) = match updated {
+    let (outcome, file) = match updated {
         Ok(updated) => updated,
         Err(issue_model::Error::Read { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
@@ -279,45 +288,12 @@ fn decide_and_apply(
     };
     let pending = count_pending(&file.issues);
     issue_model::free_in_background(file, None);
-    Ok(match step {
-        Step::Changed(id) => Outcome::Changed {
-            id,
-            status: target,
-            pending,
-        },
-        Step::Already(id) => Outcome::Already {
-            id,
-            status: target,
-            pending,
-        },
-        Step::Refused(error) => Outcome::Refused(error),
-        Step::StillThere { issue, root, found } => Outcome::StillThere { issue, root, found },
-        Step::ScanProject => Outcome::ScanProject,
-        Step::NotLoaded => Outcome::Refused(Error::Usage(format!(
-            "internal: {} did not load, yet no error was reported",
-            path.display()
-        ))),
-    })
-}
-
-/// What the locked update decided, before the pending issues are counted.
-enum Step {
-    Changed(String),
-    Already(String),
-    Refused(Error),
-    StillThere {
-        issue: Box<Issue>,
-        root: String,
-        found: Vec<Issue>,
-    },
-    ScanProject,
-    /// The file does not load: `update_issue` returns that error rather than this.
-    NotLoaded,
+    Ok((outcome, pending))
 }
 
 /// Print what happened; map it to an exit status.
-fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
-    let (id, status, changed, pending) = match outcome {
+fn report(ctx: &mut Ctx<'_>, (outcome, pending): (Outcome, usize)) -> Result<Exit> {
+    let (id, status, changed) = match outcome {
         Outcome::Refused(error) => return Err(error),
         Outcome::StillThere { issue, root, found } => {
             return still_there(ctx, &issue, &root, &found);
@@ -327,16 +303,11 @@ fn report(ctx: &mut Ctx<'_>, outcome: Outcome) -> Result<Exit> {
                 "internal: a project-level re-check was not run".to_owned(),
             ));
         }
-        Outcome::Changed {
+        Outcome::Marked {
             id,
             status,
-            pending,
-        } => (id, status, true, pending),
-        Outcome::Already {
-            id,
-            status,
-            pending,
-        } => (id, status, false, pending),
+            changed,
+        } => (id, status, changed),
     };
     let message = if changed {
         format!("{id}: marked {status}")
