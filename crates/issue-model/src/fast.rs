@@ -18,21 +18,9 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     r.lit(", \"pattern\": ")?;
     let pattern = r.string()?;
     r.lit(", \"category\": ")?;
-    let category = match r.str_raw()? {
-        "DEVICE" => Category::Device,
-        "OPERATOR" => Category::Operator,
-        "STRUCTURE" => Category::Structure,
-        "FRAMEWORK" => Category::Framework,
-        "SEMANTIC" => Category::Semantic,
-        _ => return None,
-    };
+    let category = spelled(Category::ALL, Category::as_str, r.str_raw()?)?;
     r.lit(", \"severity\": ")?;
-    let severity = match r.str_raw()? {
-        "error" => Severity::Error,
-        "warning" => Severity::Warning,
-        "info" => Severity::Info,
-        _ => return None,
-    };
+    let severity = spelled(Severity::ALL, Severity::as_str, r.str_raw()?)?;
     r.lit(", \"performance\": ")?;
     let performance = r.boolean()?;
     r.lit(", \"file\": ")?;
@@ -58,12 +46,7 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
     r.lit(", \"fingerprint\": ")?;
     let fingerprint = r.string()?;
     r.lit(", \"status\": ")?;
-    let status = match r.str_raw()? {
-        "pending" => Status::Pending,
-        "fixed" => Status::Fixed,
-        "skipped" => Status::Skipped,
-        _ => return None,
-    };
+    let status = spelled(Status::ALL, Status::as_str, r.str_raw()?)?;
     r.lit(", \"reason\": ")?;
     let reason = if r.null() { None } else { Some(r.string()?) };
     r.lit(", \"history\": [")?;
@@ -95,6 +78,16 @@ pub(crate) fn issue(line: &str) -> Option<Issue> {
         reason,
         history,
     })
+}
+
+/// The value of `all` spelled `name` in the file (`as_str` is tested to spell each value as
+/// serde does).
+fn spelled<T: Copy, const N: usize>(
+    all: [T; N],
+    as_str: fn(T) -> &'static str,
+    name: &str,
+) -> Option<T> {
+    all.into_iter().find(|&value| as_str(value) == name)
 }
 
 /// Whether `bytes` hold a control character, which `serde_json` refuses in strings. The least
@@ -258,16 +251,7 @@ impl<'a> Reader<'a> {
         self.lit("{\"at\": ")?;
         let at = self.string()?;
         self.lit(", \"status\": ")?;
-        let status = match self.str_raw()? {
-            "found" => HistoryStatus::Found,
-            "shown" => HistoryStatus::Shown,
-            "fixed" => HistoryStatus::Fixed,
-            "skipped" => HistoryStatus::Skipped,
-            "reopened" => HistoryStatus::Reopened,
-            "regressed" => HistoryStatus::Regressed,
-            "resolved" => HistoryStatus::Resolved,
-            _ => return None,
-        };
+        let status = spelled(HistoryStatus::ALL, HistoryStatus::as_str, self.str_raw()?)?;
         self.lit(", \"note\": ")?;
         let note = if self.null() {
             None
@@ -331,24 +315,10 @@ mod tests {
             "ends with a backslash \\",
         ];
         let base = golden_issues();
-        let categories = [
-            Category::Device,
-            Category::Operator,
-            Category::Structure,
-            Category::Framework,
-            Category::Semantic,
-        ];
-        let statuses = [Status::Pending, Status::Fixed, Status::Skipped];
-        let severities = [Severity::Error, Severity::Warning, Severity::Info];
-        let histories = [
-            HistoryStatus::Found,
-            HistoryStatus::Shown,
-            HistoryStatus::Fixed,
-            HistoryStatus::Skipped,
-            HistoryStatus::Reopened,
-            HistoryStatus::Regressed,
-            HistoryStatus::Resolved,
-        ];
+        let categories = Category::ALL;
+        let statuses = Status::ALL;
+        let severities = Severity::ALL;
+        let histories = HistoryStatus::ALL;
         let mut out = Vec::new();
         for (n, text) in texts.iter().enumerate() {
             let mut issue = base[n % base.len()].clone();

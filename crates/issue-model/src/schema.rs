@@ -162,6 +162,9 @@ pub struct Unparsed {
 }
 
 impl Status {
+    /// Every status.
+    pub const ALL: [Status; 3] = [Status::Pending, Status::Fixed, Status::Skipped];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
@@ -178,6 +181,9 @@ impl fmt::Display for Status {
 }
 
 impl Severity {
+    /// Every severity, errors first.
+    pub const ALL: [Severity; 3] = [Severity::Error, Severity::Warning, Severity::Info];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Severity::Error => "error",
@@ -194,6 +200,15 @@ impl fmt::Display for Severity {
 }
 
 impl Category {
+    /// Every category.
+    pub const ALL: [Category; 5] = [
+        Category::Device,
+        Category::Operator,
+        Category::Structure,
+        Category::Framework,
+        Category::Semantic,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             Category::Device => "DEVICE",
@@ -212,6 +227,17 @@ impl fmt::Display for Category {
 }
 
 impl HistoryStatus {
+    /// Every kind of history entry.
+    pub const ALL: [HistoryStatus; 7] = [
+        HistoryStatus::Found,
+        HistoryStatus::Shown,
+        HistoryStatus::Fixed,
+        HistoryStatus::Skipped,
+        HistoryStatus::Reopened,
+        HistoryStatus::Regressed,
+        HistoryStatus::Resolved,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             HistoryStatus::Found => "found",
@@ -268,30 +294,16 @@ mod tests {
     #[test]
     fn as_str_matches_the_serialized_spelling() {
         let spelled = |v: serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_default();
-        for s in [Status::Pending, Status::Fixed, Status::Skipped] {
+        for s in Status::ALL {
             assert_eq!(spelled(serde_json::json!(s)), s.as_str());
         }
-        for s in [Severity::Error, Severity::Warning, Severity::Info] {
+        for s in Severity::ALL {
             assert_eq!(spelled(serde_json::json!(s)), s.as_str());
         }
-        for c in [
-            Category::Device,
-            Category::Operator,
-            Category::Structure,
-            Category::Framework,
-            Category::Semantic,
-        ] {
+        for c in Category::ALL {
             assert_eq!(spelled(serde_json::json!(c)), c.as_str());
         }
-        for h in [
-            HistoryStatus::Found,
-            HistoryStatus::Shown,
-            HistoryStatus::Fixed,
-            HistoryStatus::Skipped,
-            HistoryStatus::Reopened,
-            HistoryStatus::Regressed,
-            HistoryStatus::Resolved,
-        ] {
+        for h in HistoryStatus::ALL {
             assert_eq!(spelled(serde_json::json!(h)), h.as_str());
         }
     }

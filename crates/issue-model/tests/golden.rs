@@ -46,7 +46,7 @@ fn the_full_golden_file_holds_every_kind_of_value() {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden/full.json");
     let file = parse(&path, &fs::read(&path).unwrap_or_default()).unwrap_or_else(|e| panic!("{e}"));
     let statuses: Vec<Status> = file.issues.iter().map(|i| i.status).collect();
-    for status in [Status::Pending, Status::Fixed, Status::Skipped] {
+    for status in Status::ALL {
         assert!(statuses.contains(&status), "no {status} issue");
     }
     let history: Vec<HistoryStatus> = file
@@ -54,15 +54,7 @@ fn the_full_golden_file_holds_every_kind_of_value() {
         .iter()
         .flat_map(|i| i.history.iter().map(|h| h.status))
         .collect();
-    for kind in [
-        HistoryStatus::Found,
-        HistoryStatus::Shown,
-        HistoryStatus::Fixed,
-        HistoryStatus::Skipped,
-        HistoryStatus::Reopened,
-        HistoryStatus::Regressed,
-        HistoryStatus::Resolved,
-    ] {
+    for kind in HistoryStatus::ALL {
         assert!(history.contains(&kind), "no {kind:?} history entry");
     }
     assert!(file.issues.iter().any(|i| !i.related.is_empty()));

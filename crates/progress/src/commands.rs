@@ -388,7 +388,7 @@ pub fn summary(ctx: &mut Ctx<'_>) -> Result<Exit> {
         )?;
         return Ok(Exit::Ok);
     }
-    let statuses = [Status::Pending, Status::Fixed, Status::Skipped];
+    let statuses = Status::ALL;
     let count = |m: &BTreeMap<String, usize>, s: Status| m.get(s.as_str()).copied().unwrap_or(0);
     let mut header = vec!["pattern".to_owned()];
     header.extend(statuses.iter().map(|s| s.as_str().to_owned()));
