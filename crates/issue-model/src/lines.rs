@@ -42,33 +42,21 @@ fn issue_lines_start(bytes: &[u8]) -> Option<usize> {
 /// the lines removed were the members of the top-level `issues` array, and each line holds
 /// exactly one of them.
 pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
-    let bytes = text.as_bytes();
-    let start = issue_lines_start(bytes)?;
-    // Issue lines start with four spaces; the array closes on the first line with two.
-    let mut lines: Vec<&str> = Vec::with_capacity(bytes.len() / 512);
-    let mut pos = start;
-    while !bytes[pos..].starts_with(b"  ]") {
-        let end = pos + memchr::memchr(b'\n', &bytes[pos..])?;
-        lines.push(text.get(pos..end)?);
-        pos = end + 1;
-    }
-    // The newline before the closing line.
-    let close = pos.checked_sub(1)?;
-    if lines.len() < LARGE {
+    let found = IssueLines::find(text.as_bytes())?;
+    if found.lines.len() < LARGE {
         return None;
     }
+    // The rest of the file first: it is small, and if it is not ours the issue lines need no
+    // parsing here at all.
+    let mut file = found.parse_skeleton(text.as_bytes())?;
+    let lines: Vec<&str> = found
+        .lines
+        .iter()
+        .map(|line| text.get(line.text.clone()))
+        .collect::<Option<_>>()?;
     let threads = std::thread::available_parallelism()
         .map_or(1, std::num::NonZero::get)
         .min(MAX_THREADS);
-    // The rest of the file first: it is small, and if it is not ours the issue lines need no
-    // parsing here at all.
-    let mut skeleton = String::with_capacity(start + (text.len() - close));
-    skeleton.push_str(&text[..start]);
-    skeleton.push_str(&text[close + 1..]);
-    let mut file: IssuesFile = serde_json::from_str(&skeleton).ok()?;
-    if !file.issues.is_empty() {
-        return None;
-    }
     // Small chunks handed out on demand keep every thread busy to the end; the calling thread
     // takes chunks too.
     let chunk = lines.len().div_ceil(threads * CHUNKS_PER_THREAD);
@@ -85,8 +73,7 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
             if failed.load(Ordering::Relaxed) {
                 return done;
             }
-            let is_last = n + 1 == chunks.len();
-            match parse_lines(part, is_last) {
+            match parse_lines(part) {
                 Some(issues) => done.push((n, issues)),
                 None => failed.store(true, Ordering::Relaxed),
             }
@@ -114,27 +101,20 @@ pub(crate) fn parse_parallel(text: &str) -> Option<IssuesFile> {
     Some(file)
 }
 
-/// Issue lines of the layout, each but the file's last ending with a comma.
-fn parse_lines(lines: &[&str], has_last: bool) -> Option<Vec<Issue>> {
-    let last = lines.len().checked_sub(1)?;
+/// The JSON texts of issue lines.
+fn parse_lines(lines: &[&str]) -> Option<Vec<Issue>> {
     // Sized up front: growing a vector of large structs copies them and leaves memory behind.
     let mut issues = Vec::with_capacity(lines.len());
-    for (i, line) in lines.iter().enumerate() {
-        let member = if has_last && i == last {
-            line
-        } else {
-            line.trim_end().strip_suffix(',')?
-        };
-        issues.push(parse_issue(member)?);
+    for line in lines {
+        issues.push(parse_issue(line)?);
     }
     Some(issues)
 }
 
-/// One issue's JSON text, possibly with whitespace around it: read by [`crate::fast`] when it
-/// is the layout's indentation and the layout's exact form, by `serde_json` otherwise.
+/// One issue's JSON text: read by [`crate::fast`] when it is in the layout's exact form, by
+/// `serde_json` otherwise.
 pub(crate) fn parse_issue(text: &str) -> Option<Issue> {
-    let exact = text.strip_prefix("    ").unwrap_or(text);
-    crate::fast::issue(exact).or_else(|| serde_json::from_str(text).ok())
+    crate::fast::issue(text).or_else(|| serde_json::from_str(text).ok())
 }
 
 /// One issue line of the layout: where the issue's JSON text is, and where its id is (the
@@ -199,11 +179,18 @@ impl IssueLines {
 
     /// The file with its issue lines left out: the rest of the document, with an empty issues
     /// array.
-    pub(crate) fn skeleton(&self, original: &[u8]) -> Vec<u8> {
+    fn skeleton(&self, original: &[u8]) -> Vec<u8> {
         let mut skeleton = Vec::with_capacity(self.start + (original.len() - self.end));
         skeleton.extend_from_slice(&original[..self.start]);
         skeleton.extend_from_slice(&original[self.end..]);
         skeleton
+    }
+
+    /// The rest of the file, parsed; `None` unless it parses as an issues file with an empty
+    /// `issues` array.
+    pub(crate) fn parse_skeleton(&self, original: &[u8]) -> Option<IssuesFile> {
+        let file: IssuesFile = serde_json::from_slice(&self.skeleton(original)).ok()?;
+        file.issues.is_empty().then_some(file)
     }
 
     /// The index of the line of the issue with this id.

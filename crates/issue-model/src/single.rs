@@ -100,9 +100,8 @@ impl Early {
         if lines.lines.len() < LARGE {
             return None;
         }
-        let skeleton: IssuesFile = serde_json::from_slice(&lines.skeleton(original)).ok()?;
-        (skeleton.schema_version == SCHEMA_VERSION && skeleton.issues.is_empty())
-            .then_some(Early { lines, skeleton })
+        let skeleton = lines.parse_skeleton(original)?;
+        (skeleton.schema_version == SCHEMA_VERSION).then_some(Early { lines, skeleton })
     }
 
     /// The issue on line `index`, parsed by itself.
