@@ -3,7 +3,7 @@
 mod common;
 
 use common::{Fixture, T0, assert_contains, issue};
-use issue_model::{HistoryEntry, HistoryStatus, Severity, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, Severity, Status};
 
 fn policy_source() -> String {
     (1..=20)
@@ -107,85 +107,42 @@ false positive? npu-progress issues.json --skip RND-4f1a9c --reason \"...\"
     assert_eq!(f.bytes(), before);
 }
 
-#[test]
-fn next_order_is_errors_then_entry_points_then_files() {
-    let f = Fixture::new(vec![
-        issue("RND-00000w", "P_RND", Severity::Warning, "a.py", 1),
-        issue("RND-0000b9", "P_RND", Severity::Error, "b.py", 9),
-        issue("RND-0000t3", "P_RND", Severity::Error, "train.py", 3),
-        issue("ENT-0000t8", "P_ENT", Severity::Error, "train.py", 80),
-        issue("RND-0000a5", "P_RND", Severity::Error, "a.py", 5),
-    ]);
-    let mut seen = Vec::new();
-    for _ in 0..5 {
-        let (code, out, err) = f.run(&["--next", "--format", "json"]);
-        assert_eq!(code, 0, "{err}");
-        let value: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-        let id = value["issue"]["id"].as_str().unwrap_or_default().to_owned();
-        let (code, _, err) = f.run(&["--fixed", &id]);
-        assert_eq!(code, 0, "{err}");
-        seen.push(id);
-    }
-    assert_eq!(
-        seen,
-        [
-            "ENT-0000t8",
-            "RND-0000t3",
-            "RND-0000a5",
-            "RND-0000b9",
-            "RND-00000w"
-        ]
-    );
-    let (code, out, _) = f.run(&["--next"]);
-    assert_eq!(code, 0);
-    assert_contains(&out, "nothing pending");
-    assert_contains(&out, "npu-progress issues.json --check-complete");
-}
-
-/// The same order in a file large enough that its issue lines are read on several threads;
-/// each shown issue gets its `shown` entry once.
-#[test]
-fn next_order_in_a_large_file_is_the_same() {
-    let mut issues = vec![
+/// Five pending issues and the order `--next` must take them in.
+fn ordered_issues() -> (Vec<Issue>, [&'static str; 5]) {
+    let issues = vec![
         issue("RND-00000w", "P_RND", Severity::Warning, "a.py", 1),
         issue("RND-0000b9", "P_RND", Severity::Error, "b.py", 9),
         issue("RND-0000t3", "P_RND", Severity::Error, "train.py", 3),
         issue("ENT-0000t8", "P_ENT", Severity::Error, "train.py", 80),
         issue("RND-0000a5", "P_RND", Severity::Error, "a.py", 5),
     ];
-    issues.extend((0..2100u32).map(|n| {
-        issue(
-            &format!("TGT-{n:06}"),
-            "P_TGT",
-            Severity::Info,
-            "z.py",
-            2100 - n,
-        )
-    }));
-    let f = Fixture::new(issues);
+    let order = [
+        "ENT-0000t8",
+        "RND-0000t3",
+        "RND-0000a5",
+        "RND-0000b9",
+        "RND-00000w",
+    ];
+    (issues, order)
+}
+
+/// `--next` then `--fixed`, `count` times, in a file with `pending` pending issues; each issue
+/// shown is shown again unchanged by a second `--next`, and ends with one `shown` entry. The
+/// ids shown, in order.
+fn work_through(f: &Fixture, count: usize, pending: usize) -> Vec<String> {
     let mut seen = Vec::new();
-    for _ in 0..5 {
+    for _ in 0..count {
         let (code, out, err) = f.run(&["--next", "--format", "json"]);
         assert_eq!(code, 0, "{err}");
         let value: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
         let id = value["issue"]["id"].as_str().unwrap_or_default().to_owned();
-        assert_eq!(value["remaining"], 2105 - seen.len(), "{out}");
+        assert_eq!(value["remaining"], pending - seen.len(), "{out}");
         let (code, again, err) = f.run(&["--next", "--format", "json"]);
         assert_eq!((code, &again), (0, &out), "{err}");
-        let (code, _, err) = f.run(&["--fixed", &id, "--force"]);
+        let (code, _, err) = f.run(&["--fixed", &id]);
         assert_eq!(code, 0, "{err}");
         seen.push(id);
     }
-    assert_eq!(
-        seen,
-        [
-            "ENT-0000t8",
-            "RND-0000t3",
-            "RND-0000a5",
-            "RND-0000b9",
-            "RND-00000w"
-        ]
-    );
     let file = f.load();
     for id in &seen {
         let issue = file.issues.iter().find(|i| &i.id == id);
@@ -202,6 +159,35 @@ fn next_order_in_a_large_file_is_the_same() {
             "{id}"
         );
     }
+    seen
+}
+
+#[test]
+fn next_order_is_errors_then_entry_points_then_files() {
+    let (issues, order) = ordered_issues();
+    let f = Fixture::new(issues);
+    assert_eq!(work_through(&f, 5, 5), order);
+    let (code, out, _) = f.run(&["--next"]);
+    assert_eq!(code, 0);
+    assert_contains(&out, "nothing pending");
+    assert_contains(&out, "npu-progress issues.json --check-complete");
+}
+
+/// The same order in a file large enough that its issue lines are read on several threads.
+#[test]
+fn next_order_in_a_large_file_is_the_same() {
+    let (mut issues, order) = ordered_issues();
+    issues.extend((0..2100u32).map(|n| {
+        issue(
+            &format!("TGT-{n:06}"),
+            "P_TGT",
+            Severity::Info,
+            "z.py",
+            2100 - n,
+        )
+    }));
+    let f = Fixture::new(issues);
+    assert_eq!(work_through(&f, 5, 2105), order);
     // The info issues come last line first (by line), and a pattern narrows the pick.
     let (code, out, err) = f.run(&["--next", "--pattern", "tgt", "--format", "json"]);
     assert_eq!(code, 0, "{err}");
