@@ -168,6 +168,16 @@ fn relocate(lines: &[&str], issue: &Issue) -> Place {
 mod tests {
     use super::*;
 
+    /// The numbers of the lines an excerpt marks.
+    fn marked_lines(excerpt: &Excerpt) -> Vec<u32> {
+        excerpt
+            .lines
+            .iter()
+            .filter(|l| l.marked)
+            .map(|l| l.number)
+            .collect()
+    }
+
     fn issue(file: &str, line: u32, end_line: u32) -> Issue {
         Issue {
             id: "RND-1".to_owned(),
@@ -222,12 +232,7 @@ mod tests {
         let excerpt = read(&root, &json, &issue("a.py", 2, 2)).unwrap_or_else(|e| panic!("{e}"));
         let numbers: Vec<u32> = excerpt.lines.iter().map(|l| l.number).collect();
         assert_eq!(numbers, [1, 2, 3, 4, 5]);
-        let marked: Vec<u32> = excerpt
-            .lines
-            .iter()
-            .filter(|l| l.marked)
-            .map(|l| l.number)
-            .collect();
+        let marked = marked_lines(&excerpt);
         assert_eq!(marked, [2]);
         assert_eq!(excerpt.lines[1].text, "line 2");
         assert_eq!(excerpt.lines[1].span, Some((5, 9)));
@@ -260,12 +265,7 @@ mod tests {
         let mut moved = issue("a.py", 2, 2);
         moved.snippet = "x  =  torch.randn(3)".to_owned();
         let excerpt = read(&root, &json, &moved).unwrap_or_else(|e| panic!("{e}"));
-        let marked: Vec<u32> = excerpt
-            .lines
-            .iter()
-            .filter(|l| l.marked)
-            .map(|l| l.number)
-            .collect();
+        let marked = marked_lines(&excerpt);
         assert_eq!(marked, [4]);
         let note = excerpt.note.unwrap_or_default();
         assert!(note.contains("was on line 2, it is on line 4"), "{note}");
