@@ -200,54 +200,49 @@ impl EarlyWrite<'_> {
         let changed = [(self.index, self.new)];
         let mut outcome = None;
         let mut reading = Some(reading);
-        let written = std::thread::scope(|scope| {
-            let check = scope.spawn(|| store::unchanged(path, Some(self.original)));
-            let ready = || {
-                let Some(reading) = reading.take() else {
-                    return Err(Error::Invalid("internal error: read twice".to_owned()));
-                };
-                let mut file = reading.into_parsed()?;
-                // The change was decided on the issue as read from its line: it must be the
-                // file's issue there.
-                if file.issues.get(self.index) != Some(self.old) {
-                    return Err(Error::Invalid(format!(
-                        "internal error: issue {} read differently from its line and from the whole file; nothing was written",
-                        self.old.id
-                    )));
-                }
-                // The lines copied are the file's issues, and the summary written counts the
-                // new file; otherwise the file is written as usual.
-                if !self.early.lines.hold(self.original, &file.issues) {
-                    outcome = Some(Err(file));
-                    return Ok(false);
-                }
-                let old = std::mem::replace(&mut file.issues[self.index], self.new.clone());
-                if Summary::of(&file.issues) != summary {
-                    file.issues[self.index] = old;
-                    outcome = Some(Err(file));
-                    return Ok(false);
-                }
-                file.summary = summary.clone();
-                debug_assert!(
-                    {
-                        let mut bytes = Vec::new();
-                        splice.write(&mut bytes, self.original, &changed).is_ok()
-                            && store::same_file(path, &bytes, &file)
-                    },
-                    "an early write must hold exactly the changed file"
-                );
-                store::joined_unchanged(path, check)?;
-                #[cfg(test)]
-                tests::EARLY_WRITES.set(tests::EARLY_WRITES.get() + 1);
-                outcome = Some(Ok(file));
-                Ok(true)
+        let confirm = || {
+            let Some(reading) = reading.take() else {
+                return Err(Error::Invalid("internal error: read twice".to_owned()));
             };
-            store::write_atomic(
-                path,
-                |writer| splice.write(writer, self.original, &changed),
-                ready,
-            )
-        });
+            let mut file = reading.into_parsed()?;
+            // The change was decided on the issue as read from its line: it must be the
+            // file's issue there.
+            if file.issues.get(self.index) != Some(self.old) {
+                return Err(Error::Invalid(format!(
+                    "internal error: issue {} read differently from its line and from the whole file; nothing was written",
+                    self.old.id
+                )));
+            }
+            // The lines copied are the file's issues, and the summary written counts the
+            // new file; otherwise the file is written as usual.
+            if !self.early.lines.hold(self.original, &file.issues) {
+                outcome = Some(Err(file));
+                return Ok(false);
+            }
+            let old = std::mem::replace(&mut file.issues[self.index], self.new.clone());
+            if Summary::of(&file.issues) != summary {
+                file.issues[self.index] = old;
+                outcome = Some(Err(file));
+                return Ok(false);
+            }
+            file.summary = summary.clone();
+            debug_assert!(
+                store::splice_holds(path, &splice, self.original, &changed, &file),
+                "an early write must hold exactly the changed file"
+            );
+            outcome = Some(Ok(file));
+            Ok(true)
+        };
+        let written = store::write_checked(
+            path,
+            Some(self.original),
+            |writer| splice.write(writer, self.original, &changed),
+            confirm,
+        );
+        #[cfg(test)]
+        if matches!(written, Ok(true)) {
+            tests::EARLY_WRITES.set(tests::EARLY_WRITES.get() + 1);
+        }
         if let Err(error) = written {
             // A file that does not load says so, before any trouble writing the new one.
             return match reading.map(Reading::into_parsed) {

@@ -229,32 +229,67 @@ pub(crate) fn commit(
     });
     if let Some((plan, changed, original)) = &plan {
         debug_assert!(
-            {
-                let mut bytes = Vec::new();
-                plan.write(&mut bytes, original, changed).is_ok() && same_file(path, &bytes, new)
-            },
+            splice_holds(path, plan, original, changed, new),
             "a spliced write must hold exactly the changed file"
         );
     }
-    // Someone may have edited the file without taking our lock (an editor, `sed`): never
-    // overwrite what we did not read. The comparison reads the file again, so it runs while
-    // the new file is written, and the rename waits for it.
+    let confirmed = || Ok(true);
+    match &plan {
+        Some((plan, changed, original)) => write_checked(
+            path,
+            Some(original),
+            |writer| plan.write(writer, original, changed),
+            confirmed,
+        ),
+        None => write_checked(
+            path,
+            original,
+            |writer| Out::of(new).write_to(writer),
+            confirmed,
+        ),
+    }
+    .map(drop)
+}
+
+/// Whether `plan` writes exactly `file` (with its summary recomputed) from `original` and
+/// `changed`: the check of every spliced write in debug builds.
+pub(crate) fn splice_holds(
+    path: &Path,
+    plan: &Splice,
+    original: &[u8],
+    changed: &[(usize, &Issue)],
+    file: &IssuesFile,
+) -> bool {
+    let mut bytes = Vec::new();
+    plan.write(&mut bytes, original, changed).is_ok() && same_file(path, &bytes, file)
+}
+
+/// [`write_atomic`], never over a file that no longer holds `original` (`None`: did not
+/// exist), and only if `confirm` returns `true` once the new file is written.
+///
+/// Someone may edit the file without taking our lock (an editor, `sed`): what we did not read
+/// is never overwritten. The comparison reads the file again, so it runs while the new file is
+/// written, and the rename waits for it.
+pub(crate) fn write_checked(
+    path: &Path,
+    original: Option<&[u8]>,
+    contents: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+    confirm: impl FnOnce() -> Result<bool>,
+) -> Result<bool> {
     std::thread::scope(|scope| {
         let check = scope.spawn(|| unchanged(path, original));
-        let ready = || joined_unchanged(path, check).map(|()| true);
-        match &plan {
-            Some((plan, changed, original)) => {
-                write_atomic(path, |writer| plan.write(writer, original, changed), ready)
+        write_atomic(path, contents, || {
+            if !confirm()? {
+                return Ok(false);
             }
-            None => write_atomic(path, |writer| Out::of(new).write_to(writer), ready),
-        }
+            joined_unchanged(path, check).map(|()| true)
+        })
     })
-    .map(drop)
 }
 
 /// The result of an [`unchanged`] check run on its own thread: an error unless the file is
 /// as it was read.
-pub(crate) fn joined_unchanged(
+fn joined_unchanged(
     path: &Path,
     check: std::thread::ScopedJoinHandle<'_, Result<bool>>,
 ) -> Result<()> {
@@ -307,7 +342,7 @@ pub(crate) fn skeleton_bytes(file: &IssuesFile, summary: Summary) -> Option<Vec<
 }
 
 /// Whether `bytes` load as `file` with its summary recomputed (a check of spliced writes).
-pub(crate) fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
+fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
     let Ok(written) = parse(path, bytes) else {
         return false;
     };
@@ -320,7 +355,7 @@ pub(crate) fn same_file(path: &Path, bytes: &[u8], file: &IssuesFile) -> bool {
 
 /// Whether `path` still holds exactly `original` (`None`: does not exist), compared in chunks
 /// so a large file is not read into memory twice.
-pub(crate) fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
+fn unchanged(path: &Path, original: Option<&[u8]>) -> Result<bool> {
     let read_err = |source| Error::Read {
         path: path.to_owned(),
         source,
