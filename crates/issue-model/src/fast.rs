@@ -117,7 +117,7 @@ impl<'a> Reader<'a> {
         })
     }
 
-    /// A string free of escapes, borrowed.
+    /// A string free of escapes, borrowed; nothing is read when the next value is not one.
     fn str_raw(&mut self) -> Option<&'a str> {
         let rest = self.rest().strip_prefix(b"\"")?;
         let end = memchr::memchr2(b'"', b'\\', rest)?;
@@ -136,22 +136,15 @@ impl<'a> Reader<'a> {
     /// A string, with the escapes the layout's serializer writes for quotes, backslashes and
     /// the common control characters decoded; `\u` escapes are left to `serde_json`.
     fn string(&mut self) -> Option<String> {
+        // Most strings have no escape: one copy of the right size.
+        if let Some(text) = self.str_raw() {
+            return Some(text.to_owned());
+        }
         if self.rest().first() != Some(&b'"') {
             return None;
         }
         let start = self.pos + 1;
-        let rest = self.text.as_bytes().get(start..)?;
-        let n = memchr::memchr2(b'"', b'\\', rest)?;
-        if rest[n] == b'"' {
-            // Most strings have no escape: one copy of the right size.
-            if has_control(&rest[..n]) {
-                return None;
-            }
-            let text = self.text.get(start..start + n)?;
-            self.pos = start + n + 1;
-            return Some(text.to_owned());
-        }
-        let mut out = String::with_capacity(n + 16);
+        let mut out = String::new();
         let mut pos = start;
         loop {
             let rest = self.text.as_bytes().get(pos..)?;
