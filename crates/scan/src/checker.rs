@@ -1,74 +1,15 @@
-//! The one visitor: walks a parsed file once, keeps the semantic model current, records the
-//! engine's own facts (imports, entry points, NPU setup) and calls every enabled rule's hooks.
+//! The one visitor: walks a parsed file once, keeps the semantic model current, has the
+//! file's facts recorded ([`crate::facts`]) and calls every enabled rule's hooks.
 
-pub use crate::contexts::{ConfigChecker, ProjectChecker};
-use crate::project::{EntryKind, EntryMarker, FileFacts, ImportFact, Site};
+use crate::facts::{At, FactRecorder, FileFacts};
+use crate::finding::locate;
+pub use crate::finding::{Finding, SourceFile};
 use crate::rules::RuleInfo;
 use crate::semantic::{self, ImportGuard, Semantic};
+use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
-use crate::source::{LineIndex, TextRange, TextSize};
 use crate::walk::{self, Visitor};
 use issue_model::Related;
-
-/// A finding, located, before it becomes an issue.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    pub rule: &'static str,
-    /// Relative `/` path.
-    pub file: String,
-    pub line: u32,
-    pub column: u32,
-    pub end_line: u32,
-    pub end_column: u32,
-    pub symbol: Option<String>,
-    pub snippet: String,
-    pub message: String,
-    pub related: Vec<Related>,
-}
-
-/// A source file's text and position map.
-#[derive(Debug)]
-pub struct SourceFile<'a> {
-    pub path: &'a str,
-    pub text: &'a str,
-    pub index: &'a LineIndex,
-}
-
-impl SourceFile<'_> {
-    /// 1-based (line, character column) of a byte offset.
-    pub fn position(&self, offset: TextSize) -> (u32, u32) {
-        self.index.position(self.text, offset)
-    }
-
-    /// The lines a range covers, trimmed, at most five of them.
-    pub fn snippet(&self, line: u32, end_line: u32) -> String {
-        let end = end_line.clamp(line, line.saturating_add(4));
-        if end == line {
-            return self.index.line_text(self.text, line).trim().to_owned();
-        }
-        let mut snippet = String::new();
-        for l in line..=end {
-            if l > line {
-                snippet.push('\n');
-            }
-            snippet.push_str(self.index.line_text(self.text, l).trim());
-        }
-        snippet
-    }
-
-    /// The source text of a range (empty if out of bounds).
-    pub fn slice(&self, range: TextRange) -> &str {
-        self.text
-            .get(usize::from(range.start())..usize::from(range.end()))
-            .unwrap_or("")
-    }
-}
-
-pub(crate) fn locate(file: &SourceFile<'_>, range: TextRange) -> (u32, u32, u32, u32) {
-    let (line, column) = file.position(range.start());
-    let (end_line, end_column) = file.position(range.end());
-    (line, column, end_line.max(line), end_column)
-}
 
 /// The context a rule's Python hooks get: the file, the semantic model, and where to report.
 pub struct Checker<'a> {
@@ -77,15 +18,12 @@ pub struct Checker<'a> {
     rules: &'a [&'static RuleInfo],
     current: &'static str,
     findings: Vec<Finding>,
-    facts: FileFacts,
+    facts: FactRecorder,
 }
 
 impl<'a> Checker<'a> {
     pub(crate) fn new(file: SourceFile<'a>, rules: &'a [&'static RuleInfo]) -> Checker<'a> {
-        let facts = FileFacts {
-            path: file.path.to_owned(),
-            ..FileFacts::default()
-        };
+        let facts = FactRecorder::new(file.path);
         Checker {
             semantic: Semantic::new(file.path),
             file,
@@ -106,8 +44,8 @@ impl<'a> Checker<'a> {
             self.current = rule.id;
             rule.check.file_end(&mut self, body);
         }
-        self.facts.too_deep = walk::take_truncated();
-        (self.findings, self.facts)
+        let too_deep = walk::take_truncated();
+        (self.findings, self.facts.finish(too_deep))
     }
 
     /// The semantic model at the current point of the walk.
@@ -165,21 +103,8 @@ impl<'a> Checker<'a> {
     /// Record a fact about a place under `key`, for the running rule's [`crate::rules::Rule::project`]
     /// hook (which reads it back with [`ProjectChecker::notes`]).
     pub fn note(&mut self, key: &'static str, range: TextRange, note: impl Into<String>) {
-        let site = self.site(range, note.into());
-        self.facts.notes.entry(key).or_default().push(site);
-    }
-
-    fn site(&self, range: TextRange, note: String) -> Site {
-        let (line, column, end_line, end_column) = locate(&self.file, range);
-        Site {
-            line,
-            column,
-            end_line,
-            end_column,
-            snippet: self.file.snippet(line, line),
-            symbol: self.semantic.symbol(),
-            note,
-        }
+        let site = At::new(&self.file, &self.semantic).site(range, note.into());
+        self.facts.note(key, site);
     }
 
     fn dispatch_stmt(&mut self, stmt: &'a Stmt) {
@@ -198,132 +123,6 @@ impl<'a> Checker<'a> {
         }
     }
 
-    // ---- the engine's own facts --------------------------------------------------------
-
-    fn record_import(&mut self, stmt: &Stmt) {
-        let line = self.file.position(stmt.start()).0;
-        let mut modules: Vec<Vec<String>> = Vec::new();
-        match stmt {
-            Stmt::Import(import) => {
-                for alias in &import.names {
-                    modules.push(vec![alias.name.as_str().to_owned()]);
-                }
-            }
-            Stmt::ImportFrom(from) => {
-                let level = from.level.as_ref().map_or(0, ast::Int::to_u32);
-                let Some(module) = self
-                    .semantic
-                    .import_from_module(level, from.module.as_ref().map(ast::Identifier::as_str))
-                else {
-                    return;
-                };
-                for alias in &from.names {
-                    let name = alias.name.as_str();
-                    let mut candidates = Vec::new();
-                    if name != "*" {
-                        candidates.push(if module.is_empty() {
-                            name.to_owned()
-                        } else {
-                            format!("{module}.{name}")
-                        });
-                    }
-                    if !module.is_empty() {
-                        candidates.push(module.clone());
-                    }
-                    modules.push(candidates);
-                }
-            }
-            _ => return,
-        }
-        for candidates in modules {
-            for c in &candidates {
-                let head = c.split('.').next().unwrap_or("");
-                if matches!(
-                    head,
-                    "torch" | "pytorch_lightning" | "lightning" | "accelerate"
-                ) {
-                    self.facts.uses_torch = true;
-                }
-                if head == "torch_npu" || c.ends_with("transfer_to_npu") {
-                    self.facts.sets_up_npu = true;
-                }
-            }
-            if !candidates.is_empty() {
-                self.facts.imports.push(ImportFact { candidates, line });
-            }
-        }
-    }
-
-    fn entry(&mut self, kind: EntryKind, range: TextRange, function: Option<String>) {
-        let site = self.site(range, String::new());
-        self.facts.entry_markers.push(EntryMarker {
-            kind,
-            site,
-            function,
-        });
-    }
-
-    fn record_decorators(&mut self, name: &str, decorators: &'a [Expr]) {
-        for d in decorators {
-            let qualified = match d {
-                Expr::Call(c) => self.semantic.resolve(&c.func),
-                other => self.semantic.resolve(other),
-            };
-            let Some(q) = qualified else { continue };
-            if q == "hydra.main" {
-                self.entry(EntryKind::Hydra, d.range(), Some(name.to_owned()));
-                if let Expr::Call(c) = d {
-                    self.facts.config.hydra_config_path = keyword_str(c, "config_path");
-                    self.facts.config.hydra_config_name = keyword_str(c, "config_name");
-                }
-            } else if q == "draccus.wrap" {
-                self.entry(EntryKind::Draccus, d.range(), Some(name.to_owned()));
-            }
-        }
-    }
-
-    fn record_call(&mut self, call: &'a ast::ExprCall, range: TextRange) {
-        let last = match call.func.as_ref() {
-            Expr::Name(n) => n.id.as_str(),
-            Expr::Attribute(a) => a.attr.as_str(),
-            _ => "",
-        };
-        // Resolving allocates: only for the names an entry point can be called by.
-        let qualified = matches!(last, "Fire" | "cli" | "LightningCLI")
-            .then(|| self.semantic.resolve(&call.func))
-            .flatten();
-        if matches!(last, "build_vla_patcher" | "build_npu_patcher") {
-            self.facts.sets_up_npu = true;
-        }
-        let first_arg_name = || match call.args.first() {
-            Some(Expr::Name(n)) => Some(n.id.as_str().to_owned()),
-            _ => None,
-        };
-        match qualified.as_deref() {
-            Some("fire.Fire") => self.entry(EntryKind::Fire, range, first_arg_name()),
-            Some("tyro.cli") => self.entry(EntryKind::Tyro, range, first_arg_name()),
-            Some(q) if q.ends_with("LightningCLI") => {
-                self.entry(EntryKind::LightningCli, range, None);
-            }
-            _ => {}
-        }
-        if last == "add_argument" {
-            for arg in &call.args {
-                if let Expr::Constant(c) = arg
-                    && let ast::Constant::Str(flag) = &c.value
-                    && flag.starts_with('-')
-                {
-                    let lower = flag.to_ascii_lowercase();
-                    if (lower.contains("config") || lower.contains("cfg"))
-                        && !self.facts.config.flags.contains(flag)
-                    {
-                        self.facts.config.flags.push(flag.clone());
-                    }
-                }
-            }
-        }
-    }
-
     fn visit_function(
         &mut self,
         stmt: &'a Stmt,
@@ -336,7 +135,8 @@ impl<'a> Checker<'a> {
         for d in decorators {
             self.visit_expr(d);
         }
-        self.record_decorators(name, decorators);
+        self.facts
+            .decorators(At::new(&self.file, &self.semantic), name, decorators);
         self.visit_arguments(args);
         if let Some(r) = returns {
             self.visit_expr(r);
@@ -347,20 +147,6 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// A string keyword argument of a call (`config_path="conf"`).
-fn keyword_str(call: &ast::ExprCall, name: &str) -> Option<String> {
-    call.keywords.iter().find_map(|k| {
-        if k.arg.as_ref().is_some_and(|a| a.as_str() == name)
-            && let Expr::Constant(c) = &k.value
-            && let ast::Constant::Str(s) = &c.value
-        {
-            Some(s.clone())
-        } else {
-            None
-        }
-    })
-}
-
 impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         self.dispatch_stmt(stmt);
@@ -368,7 +154,7 @@ impl<'a> Visitor<'a> for Checker<'a> {
         match stmt {
             Stmt::Import(_) | Stmt::ImportFrom(_) => {
                 self.semantic.bind_import(stmt);
-                self.record_import(stmt);
+                self.facts.import(At::new(&self.file, &self.semantic), stmt);
             }
             Stmt::FunctionDef(f) => {
                 self.visit_function(
@@ -406,20 +192,9 @@ impl<'a> Visitor<'a> for Checker<'a> {
             }
             Stmt::If(s) if semantic::is_main_guard_test(&s.test) => {
                 self.visit_expr(&s.test);
-                let at_module_level = self.semantic.scopes().len() == 1;
-                if at_module_level {
-                    let function = s.body.iter().find_map(|b| match b {
-                        Stmt::Expr(e) => match e.value.as_ref() {
-                            Expr::Call(c) => match c.func.as_ref() {
-                                Expr::Name(n) => Some(n.id.as_str().to_owned()),
-                                _ => None,
-                            },
-                            _ => None,
-                        },
-                        _ => None,
-                    });
-                    let test_range = TextRange::new(stmt.start(), s.test.end());
-                    self.entry(EntryKind::MainGuard, test_range, function);
+                if self.semantic.scopes().len() == 1 {
+                    self.facts
+                        .main_guard(At::new(&self.file, &self.semantic), stmt, s);
                 }
                 self.semantic.enter_main_guard();
                 self.visit_body(&s.body);
@@ -447,7 +222,8 @@ impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_expr(&mut self, expr: &'a Expr) {
         self.dispatch_expr(expr);
         if let Expr::Call(call) = expr {
-            self.record_call(call, expr.range());
+            self.facts
+                .call(At::new(&self.file, &self.semantic), call, expr.range());
         }
         self.semantic.push_expr(expr);
         walk::walk_expr(self, expr);
@@ -463,7 +239,7 @@ pub(crate) fn check_text(
     text: &str,
 ) -> (Vec<Finding>, FileFacts) {
     let parsed = crate::source::parse(text, path).unwrap();
-    let index = LineIndex::new(text);
+    let index = crate::source::LineIndex::new(text);
     let file = SourceFile {
         path,
         text,

@@ -1,7 +1,8 @@
 //! The contexts of the hooks that do not walk Python: config files and the whole project.
 
-use crate::checker::{Finding, SourceFile, locate};
-use crate::project::{Project, Site};
+use crate::facts::Site;
+use crate::finding::{Finding, SourceFile, locate};
+use crate::project::Project;
 use crate::rules::RuleInfo;
 use crate::source::{TextRange, TextSize};
 

@@ -1,9 +1,12 @@
 //! The scan pipeline: walk, check every file on worker threads with large stacks, run the
 //! project-level hooks, apply suppressions and turn findings into issues.
 
-use crate::checker::{Checker, ConfigChecker, Finding, ProjectChecker, SourceFile};
+use crate::checker::Checker;
+use crate::contexts::{ConfigChecker, ProjectChecker};
+use crate::facts::FileFacts;
 use crate::files::{self, FileEntry, FileKind};
-use crate::project::{FileFacts, Project};
+use crate::finding::{Finding, SourceFile};
+use crate::project::Project;
 use crate::rules::{self, RuleInfo};
 use crate::source::{self, LineIndex, TextSize};
 use crate::suppress::Suppressions;

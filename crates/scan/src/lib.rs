@@ -24,11 +24,14 @@
 //! - [`rules::registry`]: every rule with its id, name, category, severity, performance flag,
 //!   fix template and documentation.
 
+mod analysis;
 pub mod checker;
 pub mod cli;
 mod contexts;
 mod engine;
+pub mod facts;
 pub mod files;
+pub mod finding;
 pub mod output;
 pub mod project;
 pub mod rules;
@@ -37,7 +40,7 @@ pub mod source;
 pub mod suppress;
 pub mod walk;
 
-pub use checker::Finding;
+pub use finding::Finding;
 pub use project::{ConfigStyle, EntryKind, EntryPoint, Project};
 
 use issue_model::{Issue, MergeReport, Unparsed};

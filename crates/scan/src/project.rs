@@ -1,117 +1,15 @@
 //! Facts across files: what each file imports, which files are entry points, which project
 //! files an entry point reaches through imports, and whether that program sets up the NPU.
 //!
-//! Each file's checker fills a [`FileFacts`]; after every file is checked they are gathered in
-//! a [`Project`], which resolves imports to project files (relative to the importing file's
+//! Each file's checker fills a [`FileFacts`] ([`crate::facts`]); after every file is checked they
+//! are gathered in a [`Project`], which resolves imports to project files (relative to the importing file's
 //! directory first, as a script's directory is on `sys.path`, then by the longest dotted
 //! suffix of a project module name, which covers `src/` layouts).
 
+pub use crate::facts::{ConfigStyle, EntryKind, EntryMarker, FileFacts, ImportFact, Site};
 use foldhash::{HashMap, HashMapExt as _};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
-
-/// A place in a file, for facts and related locations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Site {
-    pub line: u32,
-    pub column: u32,
-    pub end_line: u32,
-    pub end_column: u32,
-    /// The source line, trimmed.
-    pub snippet: String,
-    /// Enclosing `Class.method`, if any.
-    pub symbol: Option<String>,
-    /// What a rule noted about the place.
-    pub note: String,
-}
-
-/// How a program is started.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum EntryKind {
-    /// `if __name__ == "__main__":`
-    MainGuard,
-    /// `@hydra.main(...)`
-    Hydra,
-    /// `fire.Fire(...)`
-    Fire,
-    /// `tyro.cli(...)`
-    Tyro,
-    /// `LightningCLI(...)`
-    LightningCli,
-    /// `@draccus.wrap()`
-    Draccus,
-}
-
-impl EntryKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EntryKind::MainGuard => "main-guard",
-            EntryKind::Hydra => "hydra",
-            EntryKind::Fire => "fire",
-            EntryKind::Tyro => "tyro",
-            EntryKind::LightningCli => "lightning-cli",
-            EntryKind::Draccus => "draccus",
-        }
-    }
-}
-
-/// One sign of an entry point in a file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct EntryMarker {
-    pub kind: EntryKind,
-    pub site: Site,
-    /// The function it runs, when visible (`main` in `if __name__ == ...: main()`, the
-    /// function decorated with `@hydra.main`).
-    pub function: Option<String>,
-}
-
-/// How an entry point takes its configuration.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ConfigStyle {
-    /// argparse flags naming a config (`--config`, `--cfg`, `--config-file`…).
-    pub flags: Vec<String>,
-    /// `@hydra.main(config_path=...)`.
-    pub hydra_config_path: Option<String>,
-    /// `@hydra.main(config_name=...)`.
-    pub hydra_config_name: Option<String>,
-}
-
-impl ConfigStyle {
-    pub fn is_empty(&self) -> bool {
-        self.flags.is_empty()
-            && self.hydra_config_path.is_none()
-            && self.hydra_config_name.is_none()
-    }
-}
-
-/// An import statement, with the dotted names it may refer to (most specific first:
-/// `from pkg import models` may be the module `pkg.models` or a name in `pkg`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ImportFact {
-    pub candidates: Vec<String>,
-    pub line: u32,
-}
-
-/// What the checker learned about one Python file.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct FileFacts {
-    /// Relative `/` path.
-    pub path: String,
-    pub imports: Vec<ImportFact>,
-    /// Imports torch (or Lightning / accelerate, which import it).
-    pub uses_torch: bool,
-    /// Imports `torch_npu` or `transfer_to_npu`, or calls `build_vla_patcher` /
-    /// `build_npu_patcher`.
-    pub sets_up_npu: bool,
-    pub entry_markers: Vec<EntryMarker>,
-    pub config: ConfigStyle,
-    /// An expression was nested deeper than [`crate::walk::MAX_DEPTH`]; the part
-    /// below that depth was not checked.
-    pub too_deep: bool,
-    /// Facts recorded by rules with [`crate::rules::Checker::note`], by key.
-    pub notes: BTreeMap<&'static str, Vec<Site>>,
-}
 
 /// An entry point of the project: a file that starts a program.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

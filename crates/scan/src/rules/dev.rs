@@ -107,7 +107,7 @@ fn is_npu_literal(expr: &Expr) -> bool {
 /// An expression about a device or backend: it mentions a name or attribute containing
 /// `device` or `backend`, `.type`, or `dev`.
 fn is_device_like(expr: &Expr) -> bool {
-    super::rnd::flow::find_in_expr(expr).iter().any(|e| {
+    crate::analysis::find_in_expr(expr).iter().any(|e| {
         let ident = match e {
             Expr::Name(n) => n.id.as_str(),
             Expr::Attribute(a) => a.attr.as_str(),
@@ -276,7 +276,7 @@ const BACKEND_CHECKS: &[(&str, &str)] = &[
 /// device with `"cuda"` is left to that comparison's own issue.
 fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
     let mut known: Vec<&str> = Vec::new();
-    let compares_cuda = super::rnd::flow::try_each_expr(body, |expr| {
+    let compares_cuda = crate::analysis::try_each_expr(body, |expr| {
         match expr {
             Expr::Call(call) => {
                 if let Some(backend) = checked_backend(sem, call)
@@ -295,7 +295,7 @@ fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
         return None;
     }
     // Rare: only helpers that check two backends get here.
-    let mentions_npu = super::rnd::flow::try_each_expr(body, |expr| {
+    let mentions_npu = crate::analysis::try_each_expr(body, |expr| {
         let npu = match expr {
             Expr::Attribute(a) => names_npu(a.attr.as_str()),
             Expr::Name(n) => names_npu(n.id.as_str()),

@@ -307,7 +307,7 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
     };
     a.attr.as_str() == "to"
         && call.args.iter().any(|arg| {
-            super::rnd::flow::find_in_expr(arg).iter().any(|e| match e {
+            crate::analysis::find_in_expr(arg).iter().any(|e| match e {
                 Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("device"),
                 Expr::Attribute(at) => at.attr.as_str().to_ascii_lowercase().contains("device"),
                 _ => false,

@@ -4,8 +4,8 @@
 //! numpy arrays that are float64 only by default are reported outside device-step code
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
-use super::rnd::flow::{self, Function};
 use super::{Checker, Rule, RuleInfo};
+use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
@@ -65,7 +65,7 @@ impl Rule for Float64 {
     }
 
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
         let sem = cx.semantic();
@@ -81,7 +81,7 @@ impl Rule for Float64 {
         let Some(func) = Function::in_class(sem, def) else {
             return;
         };
-        let calls = flow::find(
+        let calls = analysis::find(
             func.body,
             |e| matches!(e, Expr::Call(c) if sem.matches(&c.func, FROM_NUMPY)),
         );
@@ -115,11 +115,11 @@ impl Rule for Float64 {
 }
 
 /// The `n`-th expression above an occurrence (1 = its parent), if the chain has one there.
-fn ancestor_expr<'a>(ancestors: &[flow::Node<'a>], n: usize) -> Option<&'a Expr> {
+fn ancestor_expr<'a>(ancestors: &[analysis::Node<'a>], n: usize) -> Option<&'a Expr> {
     let i = ancestors.len().checked_sub(n)?;
     match ancestors[i] {
-        flow::Node::Expr(e) => Some(e),
-        flow::Node::Stmt(_) => None,
+        analysis::Node::Expr(e) => Some(e),
+        analysis::Node::Stmt(_) => None,
     }
 }
 
@@ -225,7 +225,7 @@ fn feeds_float64_numpy(
         return false;
     }
     // Inside device-step code, numpy values turned into tensors are P_TGT's.
-    if flow::in_step_code(sem) {
+    if analysis::in_step_code(sem) {
         return false;
     }
     match numpy_float64(sem, func, arg, 0) {
@@ -261,7 +261,7 @@ fn in_cpu_branch(sem: &Semantic<'_>, expr: &Expr) -> bool {
         };
         let inside = first.start() <= expr.start() && expr.end() <= last.end();
         inside
-            && flow::find_in_expr(&i.test).iter().any(|e| {
+            && analysis::find_in_expr(&i.test).iter().any(|e| {
                 matches!(e, Expr::Compare(c) if std::iter::once(c.left.as_ref()).chain(c.comparators.iter()).any(|x| {
                     matches!(x, Expr::Constant(k) if matches!(&k.value, ast::Constant::Str(v) if v == "cpu"))
                 }))

@@ -509,7 +509,7 @@ fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
 }
 
 fn mentions_cu(expr: &Expr) -> bool {
-    super::rnd::flow::find_in_expr(expr).iter().any(|e| {
+    crate::analysis::find_in_expr(expr).iter().any(|e| {
         matches!(e, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if std::path::Path::new(s).extension().is_some_and(|e| e.eq_ignore_ascii_case("cu"))))
     })
 }

@@ -35,7 +35,8 @@
 use crate::source::ast::{Expr, Stmt};
 use issue_model::{Category, Severity};
 
-pub use crate::checker::{Checker, ConfigChecker, ProjectChecker};
+pub use crate::checker::Checker;
+pub use crate::contexts::{ConfigChecker, ProjectChecker};
 
 mod cfg;
 mod dev;

@@ -3,9 +3,10 @@
 //!
 //! The analysis runs once per function, when the walk enters its body, so it can follow a
 //! new tensor through the function's local names. The shared per-function helpers (device
-//! code, host scalars, where a value flows) live in [`flow`]; `P_VEC` and `P_TGT` use them too.
+//! code, host scalars, where a value flows) live in [`crate::analysis`].
 
 use super::{Checker, Rule, RuleInfo};
+use crate::analysis;
 use crate::semantic::Semantic;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
@@ -33,10 +34,10 @@ const FACTORIES: &[&str] = &[
 
 impl Rule for HostTensor {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !flow::in_step_code(cx.semantic()) {
+        if !analysis::in_step_code(cx.semantic()) {
             return;
         }
         check_function(cx, def);
@@ -44,18 +45,18 @@ impl Rule for HostTensor {
 
     fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
         // Module-level helpers called from device code in this file run on the device too.
-        for def in flow::device_helpers(cx.semantic(), cx.file().text, body) {
+        for def in analysis::device_helpers(cx.semantic(), cx.file().text, body) {
             check_function(cx, def);
         }
     }
 }
 
 fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
-    let Some(func) = flow::Function::in_class(cx.semantic(), def) else {
+    let Some(func) = analysis::Function::in_class(cx.semantic(), def) else {
         return;
     };
     let sem = cx.semantic();
-    let calls = flow::find(func.body, |e| factory_name(sem, e).is_some());
+    let calls = analysis::find(func.body, |e| factory_name(sem, e).is_some());
     let mut hits = Vec::new();
     for occ in &calls {
         let Expr::Call(call) = occ.expr else { continue };
@@ -65,12 +66,12 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         if !creates_on_host(sem, &func, name, call) {
             continue;
         }
-        if flow::classify(sem, &func, occ, 0) != flow::Flow::Meets {
+        if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets {
             continue;
         }
         hits.push((occ.expr.range(), name));
     }
-    let helper = flow::is_module_level(sem).then(|| func.name.to_owned());
+    let helper = analysis::is_module_level(sem).then(|| func.name.to_owned());
     for (range, name) in hits {
         let finding = cx.report(
             range,
@@ -109,7 +110,7 @@ fn factory_name(sem: &Semantic<'_>, expr: &Expr) -> Option<&'static str> {
 /// no `out=`, and (for `tensor`/`normal`) not a plain scalar or a tensor argument.
 fn creates_on_host(
     sem: &Semantic<'_>,
-    func: &flow::Function<'_>,
+    func: &analysis::Function<'_>,
     name: &str,
     call: &ast::ExprCall,
 ) -> bool {
@@ -139,13 +140,10 @@ fn creates_on_host(
         // Only data that is visibly a sequence: anything else may be a Python number (a
         // 0-dim tensor acts as a scalar on any device).
         "tensor" => first.is_some_and(|a| {
-            flow::is_sequence_literal(func, a) && !flow::derives_from_host(sem, func, a, 0)
+            analysis::is_sequence_literal(func, a) && !analysis::derives_from_host(sem, func, a, 0)
         }),
         // `normal(mean_tensor, std_tensor)` follows its arguments.
-        "normal" => first.is_some_and(|a| flow::is_host_scalar(sem, func, a, 0)),
+        "normal" => first.is_some_and(|a| analysis::is_host_scalar(sem, func, a, 0)),
         _ => true,
     }
 }
-
-/// Per-function analysis shared by the rules that follow values through a function body.
-pub(super) mod flow;

@@ -1,8 +1,8 @@
 //! `P_TGT`: per-step values (training targets, masks, metrics) computed on the host in device
 //! code and turned back into tensors: numpy work or a `.cpu().numpy()` / `.tolist()` round trip.
 
-use super::rnd::flow::{self, Function};
 use super::{Checker, Rule, RuleInfo};
+use crate::analysis::{self, Function};
 use crate::source::ast::{Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
@@ -38,13 +38,13 @@ const TO_TENSOR: &[&str] = &[
 
 impl Rule for HostTargets {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
         let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
-        if !flow::in_step_code(cx.semantic()) {
+        if !analysis::in_step_code(cx.semantic()) {
             round_trip_helper(cx, def, &func);
             return;
         }
@@ -59,7 +59,7 @@ impl Rule for HostTargets {
         {
             return;
         }
-        let calls = flow::find(func.body, |e| is_to_tensor(sem, e));
+        let calls = analysis::find(func.body, |e| is_to_tensor(sem, e));
         let hits: Vec<_> = calls
             .iter()
             .filter_map(|occ| {
@@ -67,7 +67,7 @@ impl Rule for HostTargets {
                     return None;
                 };
                 let arg = call.args.first()?;
-                flow::derives_from_host(sem, &func, arg, 0).then(|| occ.expr.range())
+                analysis::derives_from_host(sem, &func, arg, 0).then(|| occ.expr.range())
             })
             .collect();
         for range in hits {
@@ -95,13 +95,13 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
     if !cx.slice(def.range()).contains("numpy") {
         return;
     }
-    let pulls = flow::find(func.body, |e| {
+    let pulls = analysis::find(func.body, |e| {
         pulled_param(e).is_some_and(|n| func.is_param(n))
     });
     if pulls.is_empty() {
         return;
     }
-    let back: Vec<_> = flow::find(func.body, |e| is_to_tensor(sem, e))
+    let back: Vec<_> = analysis::find(func.body, |e| is_to_tensor(sem, e))
         .into_iter()
         .filter(|occ| {
             let Expr::Call(call) = occ.expr else {
@@ -109,7 +109,7 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
             };
             call.args
                 .first()
-                .is_some_and(|arg| flow::derives_from_host(sem, func, arg, 0))
+                .is_some_and(|arg| analysis::derives_from_host(sem, func, arg, 0))
                 && goes_to_device(call, &occ.ancestors)
         })
         .map(|occ| occ.expr.range())
@@ -181,7 +181,7 @@ fn pulled_param(expr: &Expr) -> Option<&str> {
 
 /// The new tensor is created with a `device=` other than the CPU, or moved with an
 /// immediate `.to(...)` / `.cuda()` that does not name the CPU.
-fn goes_to_device(call: &crate::source::ast::ExprCall, ancestors: &[flow::Node<'_>]) -> bool {
+fn goes_to_device(call: &crate::source::ast::ExprCall, ancestors: &[analysis::Node<'_>]) -> bool {
     let not_cpu = |e: &Expr| {
         !matches!(e, Expr::Constant(c)
             if matches!(&c.value, crate::source::ast::Constant::Str(s) if s == "cpu")
@@ -196,8 +196,8 @@ fn goes_to_device(call: &crate::source::ast::ExprCall, ancestors: &[flow::Node<'
     }
     // The creation, then `.float()`-style conversions, then `.to(device)` / `.cuda()`.
     let mut chain = ancestors.iter().rev();
-    while let Some(flow::Node::Expr(Expr::Attribute(a))) = chain.next() {
-        let Some(flow::Node::Expr(Expr::Call(outer))) = chain.next() else {
+    while let Some(analysis::Node::Expr(Expr::Attribute(a))) = chain.next() {
+        let Some(analysis::Node::Expr(Expr::Call(outer))) = chain.next() else {
             return false;
         };
         match a.attr.as_str() {

@@ -4,8 +4,8 @@
 //! scheduler timesteps are left alone, and so are recurrent loops whose iterations depend on
 //! each other (`h = cell(x[:, t], h)`).
 
-use super::rnd::flow::{self, Function};
 use super::{Checker, Rule, RuleInfo};
+use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
 use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
@@ -27,17 +27,17 @@ pub const RULE: RuleInfo = RuleInfo {
 
 impl Rule for PerElementLoop {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = flow::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !flow::in_step_code(cx.semantic()) && !is_metric_loss(cx.semantic()) {
+        if !analysis::in_step_code(cx.semantic()) && !is_metric_loss(cx.semantic()) {
             return;
         }
         let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
         let mut loops = Vec::new();
-        flow::statements(func.body, &mut loops);
+        analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
         let mut hits = Vec::new();
         for stmt in loops {
@@ -270,9 +270,9 @@ fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool
 /// not a local list or dict).
 fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &str) -> bool {
     let _ = sem;
-    let subs = flow::find(
+    let subs = analysis::find(
         body,
-        |e| matches!(e, Expr::Subscript(s) if flow::reads(&s.slice, var)),
+        |e| matches!(e, Expr::Subscript(s) if analysis::reads(&s.slice, var)),
     );
     subs.iter().any(|occ| {
         let Expr::Subscript(s) = occ.expr else {
@@ -303,7 +303,7 @@ fn is_local_container(func: &Function<'_>, name: &str) -> bool {
 /// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
 fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
     let mut all = Vec::new();
-    flow::statements(body, &mut all);
+    analysis::statements(body, &mut all);
     all.iter().any(|stmt| {
         let Stmt::Assign(a) = stmt else {
             return false;
@@ -315,7 +315,7 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         }
         targets.iter().any(|name| {
             !loop_vars.contains(name)
-                && flow::reads(&a.value, name)
+                && analysis::reads(&a.value, name)
                 && !is_accumulation(&a.value, name)
         })
     })
@@ -351,14 +351,14 @@ fn is_accumulation(value: &Expr, name: &str) -> bool {
         return false;
     };
     let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
-    (is_name(&b.left) && !flow::reads(&b.right, name))
-        || (is_name(&b.right) && !flow::reads(&b.left, name))
+    (is_name(&b.left) && !analysis::reads(&b.right, name))
+        || (is_name(&b.right) && !analysis::reads(&b.left, name))
 }
 
 /// A `while` test that needs a device value on the host: `.item()`, `.any()`, `.all()`, a
 /// torch call, or a local tensor.
 fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> bool {
-    flow::find_in_expr(test).iter().any(|e| match e {
+    analysis::find_in_expr(test).iter().any(|e| match e {
         Expr::Call(c) => {
             sem.resolve(&c.func).is_some_and(|q| q.starts_with("torch."))
                 || matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "item" | "any" | "all"))
@@ -374,7 +374,7 @@ fn has_host_sync(stmt: &Stmt) -> bool {
         Stmt::While(w) => &w.body,
         _ => return false,
     };
-    !flow::find(body, |e| {
+    !analysis::find(body, |e| {
         matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
             if matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy")))
     })

@@ -1,11 +1,69 @@
 //! Whether a value is a host number, host data or a device tensor.
 
-use super::dataflow::{HOST, HOST_CALLS};
 use super::{Function, find_in_expr, is_self_attr};
 use crate::semantic::Semantic;
 use crate::source::ast::{self, Expr, ExprContext};
 
 pub(super) const MAX_DEPTH: u32 = 4;
+
+/// Attributes and methods whose result lives on the host.
+pub(super) const HOST: &[&str] = &[
+    "tolist",
+    "item",
+    "numpy",
+    "shape",
+    "size",
+    "dim",
+    "ndim",
+    "numel",
+    "dtype",
+    "device",
+    "is_cuda",
+    "cpu",
+    "data_ptr",
+    "element_size",
+    "nelement",
+    "ndimension",
+];
+
+/// Calls that only read or store a value on the host.
+pub(super) const HOST_CALLS: &[&str] = &[
+    "len",
+    "list",
+    "tuple",
+    "int",
+    "float",
+    "bool",
+    "str",
+    "print",
+    "range",
+    "enumerate",
+    "zip",
+    "sorted",
+    "isinstance",
+    "repr",
+    "format",
+    "hash",
+    "id",
+    "type",
+    "dict",
+    "set",
+    "iter",
+    "next",
+    "append",
+    "extend",
+    "insert",
+    "log",
+    "log_dict",
+    "info",
+    "debug",
+    "warning",
+    "warn",
+    "add_scalar",
+    "add_histogram",
+    "manual_seed",
+    "save",
+];
 
 /// A Python number (not a tensor): constants, sizes (`x.shape[0]`, `x.size(1)`, `len(x)`),
 /// `math.*`, arithmetic of those, and local names only ever assigned such values.

@@ -1,7 +1,7 @@
 //! Where a new tensor flows in a function body: moved to a device, kept on the host, or
 //! combined with device tensors.
 
-use super::values::{MAX_DEPTH, is_device_value, is_submodule};
+use super::values::{HOST, HOST_CALLS, MAX_DEPTH, is_device_value, is_submodule};
 use super::{Function, Node, Occurrence, reads};
 use crate::semantic::Semantic;
 use crate::source::TextSize;
@@ -20,25 +20,6 @@ pub enum Flow {
 
 /// Methods that move a tensor to a device.
 const MOVES: &[&str] = &["to", "cuda", "npu", "type_as", "to_device"];
-/// Attributes and methods whose result lives on the host.
-pub(super) const HOST: &[&str] = &[
-    "tolist",
-    "item",
-    "numpy",
-    "shape",
-    "size",
-    "dim",
-    "ndim",
-    "numel",
-    "dtype",
-    "device",
-    "is_cuda",
-    "cpu",
-    "data_ptr",
-    "element_size",
-    "nelement",
-    "ndimension",
-];
 /// Tensor methods whose arguments are shapes, dims or dtypes.
 const SHAPE_METHODS: &[&str] = &[
     "view",
@@ -78,45 +59,6 @@ const SHAPE_METHODS: &[&str] = &[
     "repeat_interleave",
     "sort",
     "topk",
-];
-
-/// Calls that only read or store a value on the host.
-pub(super) const HOST_CALLS: &[&str] = &[
-    "len",
-    "list",
-    "tuple",
-    "int",
-    "float",
-    "bool",
-    "str",
-    "print",
-    "range",
-    "enumerate",
-    "zip",
-    "sorted",
-    "isinstance",
-    "repr",
-    "format",
-    "hash",
-    "id",
-    "type",
-    "dict",
-    "set",
-    "iter",
-    "next",
-    "append",
-    "extend",
-    "insert",
-    "log",
-    "log_dict",
-    "info",
-    "debug",
-    "warning",
-    "warn",
-    "add_scalar",
-    "add_histogram",
-    "manual_seed",
-    "save",
 ];
 
 /// Follow an occurrence of a tensor-valued expression upwards to decide where it flows.
