@@ -12,8 +12,8 @@ from typing import Any
 
 import torch
 
-from npu_emulator._errors import EmulatedNPUError, EmulatedNPUTypeError, emulated_message
-from npu_emulator._rules import ENABLED, RESTRICTIONS
+from npu_emulator._errors import EmulatedNPUError, EmulatedNPUTypeError, emulated_message, restriction_error
+from npu_emulator._rules import ENABLED
 
 aten = torch.ops.aten
 
@@ -85,14 +85,10 @@ DEVICE_GENERATOR = torch.Generator()
 DEVICE_GENERATOR.manual_seed(torch.initial_seed())
 
 
-def _source(group: str) -> str:
-    return RESTRICTIONS[group][1]
-
-
 def device_mismatch(func: Any) -> None:
     if ENABLED["device_mismatch"]:
         detail = f"{func} got an npu tensor and a CPU tensor that is not a 0-dim scalar"
-        raise EmulatedNPUError(emulated_message(_MISMATCH, detail, _source("device_mismatch")))
+        raise restriction_error("device_mismatch", _MISMATCH, detail)
 
 
 def index_device(func: Any, args: tuple[Any, ...]) -> None:
@@ -104,11 +100,11 @@ def index_device(func: Any, args: tuple[Any, ...]) -> None:
         return
     if ENABLED["index_device"]:
         detail = f"{func}: an npu tensor indexed with CPU index tensors; move the indices to the npu first"
-        raise EmulatedNPUError(emulated_message(_MISMATCH, detail, _source("index_device")))
+        raise restriction_error("index_device", _MISMATCH, detail)
 
 
 def numpy_error(message: str) -> EmulatedNPUTypeError:
-    return EmulatedNPUTypeError(emulated_message(message, "Tensor.numpy() on an npu tensor", _source("numpy")))
+    return restriction_error("numpy", message, "Tensor.numpy() on an npu tensor", EmulatedNPUTypeError)
 
 
 def check_device_index(device: torch.device, func: Any) -> None:
@@ -129,7 +125,7 @@ def _float64(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: lis
         return
     if any(is_float64(dtype) for dtype in npu_dtypes) or is_float64(kwargs.get("dtype")):
         detail = f"{func} has no float64 kernel on Ascend (Tensor.double() or float64 data on the device)"
-        raise EmulatedNPUError(emulated_message(_DOUBLE, detail, _source("float64")))
+        raise restriction_error("float64", _DOUBLE, detail)
 
 
 def _nan_to_num(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: list[torch.dtype]) -> None:
@@ -137,7 +133,7 @@ def _nan_to_num(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: 
     if ENABLED["nan_to_num_half"] and npu_dtypes and npu_dtypes[0] in _HALF:
         real = f"nan_to_num does not support at::ScalarType::{_scalar_type_name(npu_dtypes[0])} on the npu device"
         detail = f"{func} on a {npu_dtypes[0]} npu tensor; compute in float32 and cast back"
-        raise EmulatedNPUError(emulated_message(real, detail, _source("nan_to_num_half")))
+        raise restriction_error("nan_to_num_half", real, detail)
 
 
 def _is_fractional(exponent: Any) -> bool:
@@ -162,7 +158,7 @@ def _pow(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes: list[to
         name = _scalar_type_name(dtype)
         real = f"pow with a fractional exponent does not support at::ScalarType::{name} on the npu device"
         detail = f"{func} on a {dtype} npu tensor with exponent {float(exponent)}; cast the base to float32 first"
-        raise EmulatedNPUError(emulated_message(real, detail, _source("pow_fractional")))
+        raise restriction_error("pow_fractional", real, detail)
 
 
 def _scalar_type_name(dtype: torch.dtype) -> str:
@@ -210,7 +206,7 @@ def sdpa_mask(query: torch.Tensor, key: torch.Tensor, attn_mask: torch.Tensor | 
         f"F.scaled_dot_product_attention with bool attn_mask {list(shape)} for query {list(query.shape)}; "
         f"accepted mask shapes are {ACCEPTED_MASK_SHAPES}: expand the mask first"
     )
-    raise EmulatedNPUError(emulated_message(real, detail, _source("sdpa_mask")))
+    raise restriction_error("sdpa_mask", real, detail)
 
 
 def run_random(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:

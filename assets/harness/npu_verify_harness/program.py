@@ -95,15 +95,53 @@ def ending(outcome, root):
     return None
 
 
+def emulated_group(exc):
+    """The restriction group of the emulated-device error behind ``exc`` (itself or a cause), else None."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        group = getattr(exc, "group", None)
+        if isinstance(group, str) and any(c.__name__ == "EmulatedNPUError" for c in type(exc).__mro__):
+            return group
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def failure_data(exc, reason, **data):
+    """``data`` of a failed run check: the reason, and the emulator's restriction group when it raised ``exc``."""
+    data["reason"] = reason
+    group = emulated_group(exc)
+    if group is not None:
+        data["group"] = group
+    return data
+
+
+def raised(outcome):
+    """The exception the program raised, if that is how it ended."""
+    return outcome.exc if outcome.kind == "raised" else None
+
+
 def report_pipeline(request, results, observer, watch, outcome, emulated):
     root, want = request["project_root"], request["steps"]
     steps = observer.steps
     times = [round(t, 4) for t in observer.step_times]
     ended = ending(outcome, root) if outcome.kind != "stopped" else None
     data = {"steps": steps, "step_times_s": times, "outcome": outcome.kind}
-    if ended is not None:
+    no_optimizer = steps == 0 and request.get("entry_trains") is False
+    if no_optimizer:
+        ended_how = "; {}".format(ended[1]) if ended is not None else ""
+        extra = failure_data(raised(outcome), ended[3], **data) if ended is not None else data
+        results.check(
+            "pipeline.run",
+            FAIL,
+            "the program ran no optimizer step: npu-scan found no optimizer that it builds and steps, in the "
+            "entry or the project files it imports{}".format(ended_how),
+            "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train",
+            data=dict(extra, reason="no-optimizer", ended=extra.get("reason")),
+        )
+    elif ended is not None:
         status, detail, remedy, reason = ended
-        data["reason"] = reason
+        data = failure_data(raised(outcome), reason, **data)
         results.check("pipeline.run", FAIL, "after {} of {} optimizer steps, {}".format(steps, want, detail), remedy, data=data)
     elif steps < want:
         results.check(
@@ -377,7 +415,9 @@ def report_data(request, results, loaders, outcome):
         if not loaders.drain_leftover():
             if early is not None:
                 status, detail, remedy, reason = early
-                results.check("data.run", FAIL, "no DataLoader was iterated; " + detail, remedy, data={"reason": reason})
+                results.check(
+                    "data.run", FAIL, "no DataLoader was iterated; " + detail, remedy, data=failure_data(raised(outcome), reason)
+                )
             else:
                 results.check(
                     "data.run",
@@ -397,7 +437,7 @@ def report_data(request, results, loaders, outcome):
             FAIL,
             "after {} of {} batches, {}".format(got, want, detail),
             remedy,
-            data={"reason": reason},
+            data=failure_data(error, reason),
         )
     elif got < want:
         results.check("data.run", FAIL, "the DataLoader ended after {} of {} batches".format(got, want),

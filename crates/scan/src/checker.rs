@@ -150,6 +150,7 @@ impl<'a> Checker<'a> {
 impl<'a> Visitor<'a> for Checker<'a> {
     fn visit_stmt(&mut self, stmt: &'a Stmt) {
         self.dispatch_stmt(stmt);
+        self.facts.stmt(stmt);
         self.semantic.push_stmt(stmt);
         match stmt {
             Stmt::Import(_) | Stmt::ImportFrom(_) => {

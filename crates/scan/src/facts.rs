@@ -1,5 +1,6 @@
-//! Per-file facts: what a file imports, its entry-point markers, how it takes its config and
-//! whether it sets up the NPU. The checker records them as it walks the file (through
+//! Per-file facts: what a file imports, its entry-point markers, how it takes its config,
+//! whether it sets up the NPU (and where it builds and applies the runtime patcher), and
+//! whether it trains (builds an optimizer and steps it). The checker records them as it walks the file (through
 //! [`FactRecorder`]); [`crate::project::Project`] gathers them across files.
 
 use crate::finding::{SourceFile, locate};
@@ -7,7 +8,7 @@ use crate::semantic::Semantic;
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A place in a file, for facts and related locations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -70,10 +71,14 @@ pub struct EntryMarker {
 pub struct ConfigStyle {
     /// argparse flags naming a config (`--config`, `--cfg`, `--config-file`…).
     pub flags: Vec<String>,
+    /// The `add_argument` calls those flags come from, in file order.
+    pub arguments: Vec<ConfigArgument>,
     /// `@hydra.main(config_path=...)`.
     pub hydra_config_path: Option<String>,
     /// `@hydra.main(config_name=...)`.
     pub hydra_config_name: Option<String>,
+    /// `@draccus.wrap(config_path=...)`: the config file read when `--config_path` is not given.
+    pub draccus_config_path: Option<String>,
 }
 
 impl ConfigStyle {
@@ -81,7 +86,33 @@ impl ConfigStyle {
         self.flags.is_empty()
             && self.hydra_config_path.is_none()
             && self.hydra_config_name.is_none()
+            && self.draccus_config_path.is_none()
     }
+
+    /// The `add_argument` call that declares `flag`.
+    pub fn argument(&self, flag: &str) -> Option<&ConfigArgument> {
+        self.arguments.iter().find(|a| a.flag == flag)
+    }
+}
+
+/// One argparse `add_argument` call of a config flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ConfigArgument {
+    /// The first config flag of the call (`--config` in `add_argument("-c", "--config")`).
+    pub flag: String,
+    /// `default="..."`, when it is a string constant.
+    pub default: Option<String>,
+    /// `required=True`.
+    pub required: bool,
+}
+
+/// A call of the runtime patcher's builder (`build_vla_patcher(...)` / `build_npu_patcher(...)`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PatcherCall {
+    pub site: Site,
+    /// The patcher is applied: `.apply()` on the call, `with build_…(…):`, or a name it is
+    /// assigned to that gets `.apply()` or a `with` somewhere in the file.
+    pub applied: bool,
 }
 
 /// An import statement, with the dotted names it may refer to (most specific first:
@@ -105,6 +136,12 @@ pub struct FileFacts {
     pub sets_up_npu: bool,
     pub entry_markers: Vec<EntryMarker>,
     pub config: ConfigStyle,
+    /// Calls of the runtime patcher's builder, in file order.
+    pub patcher_calls: Vec<PatcherCall>,
+    /// Builds an optimizer (`torch.optim.*`, `torch_npu.optim.*`, apex, bitsandbytes, timm,
+    /// transformers, `deepspeed.initialize`) and calls `.step()` on something, or builds a
+    /// Lightning / transformers `Trainer`, which does both.
+    pub trains: bool,
     /// An expression was nested deeper than [`crate::walk::MAX_DEPTH`]; the part
     /// below that depth was not checked.
     pub too_deep: bool,
@@ -140,24 +177,168 @@ impl<'s, 'a> At<'s, 'a> {
 }
 
 /// Fills a file's [`FileFacts`] as the checker walks it.
-pub(crate) struct FactRecorder(FileFacts);
+pub(crate) struct FactRecorder {
+    facts: FileFacts,
+    patchers: Patchers,
+    builds_optimizer: bool,
+    steps: bool,
+}
+
+/// What decides whether a patcher call is applied, gathered over the whole file.
+#[derive(Default)]
+struct Patchers {
+    /// The start offset of each builder call, by index into `patcher_calls`.
+    starts: Vec<u32>,
+    /// Start offset of a builder call → the name it is assigned to.
+    assigned: BTreeMap<u32, String>,
+    /// Names that get `.apply()` or a `with`.
+    applied_names: BTreeSet<String>,
+    /// Start offsets of builder calls applied in place.
+    applied_calls: BTreeSet<u32>,
+}
+
+/// Names of the runtime patcher's builders.
+fn is_patcher_builder(name: &str) -> bool {
+    matches!(name, "build_vla_patcher" | "build_npu_patcher")
+}
+
+/// The last name of a called expression (`f` in `f(...)`, `m.f(...)`).
+fn called_name(func: &Expr) -> &str {
+    match func {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => "",
+    }
+}
+
+/// The expression is a call of a patcher builder.
+fn is_patcher_call(expr: &Expr) -> bool {
+    matches!(expr, Expr::Call(c) if is_patcher_builder(called_name(&c.func)))
+}
+
+/// A name that may build an optimizer; only these are resolved (resolving allocates).
+fn may_build_optimizer(name: &str) -> bool {
+    name.contains("Adam")
+        || name.starts_with("create_optimizer")
+        || matches!(
+            name,
+            "SGD"
+                | "RMSprop"
+                | "Adagrad"
+                | "Adadelta"
+                | "ASGD"
+                | "LBFGS"
+                | "Rprop"
+                | "Adafactor"
+                | "Lion"
+                | "LAMB"
+                | "FusedLAMB"
+                | "FusedSGD"
+                | "NpuFusedSGD"
+                | "Muon"
+                | "initialize"
+                | "Trainer"
+        )
+}
+
+/// Where a qualified name builds an optimizer: `Some(true)` for a trainer that also steps it.
+fn optimizer_source(qualified: &str) -> Option<bool> {
+    const OPTIMIZER_MODULES: &[&str] = &[
+        "torch.optim.",
+        "torch_npu.optim.",
+        "apex.optimizers.",
+        "bitsandbytes.optim.",
+        "timm.optim.",
+        "transformers.optimization.",
+        "deepspeed.ops.",
+    ];
+    if matches!(
+        qualified,
+        "lightning.Trainer"
+            | "lightning.pytorch.Trainer"
+            | "pytorch_lightning.Trainer"
+            | "transformers.Trainer"
+    ) {
+        return Some(true);
+    }
+    let optimizer = (OPTIMIZER_MODULES.iter().any(|m| qualified.starts_with(m))
+        && !qualified.starts_with("torch.optim.lr_scheduler")
+        && !qualified.starts_with("torch.optim.swa_utils"))
+        || matches!(
+            qualified,
+            "transformers.AdamW" | "deepspeed.initialize" | "bitsandbytes.optim"
+        );
+    optimizer.then_some(false)
+}
 
 impl FactRecorder {
     pub(crate) fn new(path: &str) -> FactRecorder {
-        FactRecorder(FileFacts {
-            path: path.to_owned(),
-            ..FileFacts::default()
-        })
+        FactRecorder {
+            facts: FileFacts {
+                path: path.to_owned(),
+                ..FileFacts::default()
+            },
+            patchers: Patchers::default(),
+            builds_optimizer: false,
+            steps: false,
+        }
     }
 
     pub(crate) fn finish(mut self, too_deep: bool) -> FileFacts {
-        self.0.too_deep = too_deep;
-        self.0
+        self.facts.too_deep = too_deep;
+        self.facts.trains = self.builds_optimizer && self.steps;
+        let p = &self.patchers;
+        for (call, start) in self.facts.patcher_calls.iter_mut().zip(&p.starts) {
+            call.applied = p.applied_calls.contains(start)
+                || p.assigned
+                    .get(start)
+                    .is_some_and(|name| p.applied_names.contains(name));
+        }
+        self.facts
+    }
+
+    /// Statements that decide whether a patcher is applied: `p = build_…(…)`, `with …:`.
+    pub(crate) fn stmt(&mut self, stmt: &Stmt) {
+        match stmt {
+            Stmt::Assign(a) => {
+                if let ([Expr::Name(n)], true) = (a.targets.as_slice(), is_patcher_call(&a.value)) {
+                    self.patchers
+                        .assigned
+                        .insert(a.value.start().to_u32(), n.id.as_str().to_owned());
+                }
+            }
+            Stmt::AnnAssign(a) => {
+                if let (Expr::Name(n), Some(value)) = (a.target.as_ref(), a.value.as_deref())
+                    && is_patcher_call(value)
+                {
+                    self.patchers
+                        .assigned
+                        .insert(value.start().to_u32(), n.id.as_str().to_owned());
+                }
+            }
+            Stmt::With(w) => self.with_items(&w.items),
+            Stmt::AsyncWith(w) => self.with_items(&w.items),
+            _ => {}
+        }
+    }
+
+    fn with_items(&mut self, items: &[ast::WithItem]) {
+        for item in items {
+            match &item.context_expr {
+                Expr::Name(n) => {
+                    self.patchers.applied_names.insert(n.id.as_str().to_owned());
+                }
+                e if is_patcher_call(e) => {
+                    self.patchers.applied_calls.insert(e.start().to_u32());
+                }
+                _ => {}
+            }
+        }
     }
 
     /// A rule's note (see [`crate::checker::Checker::note`]).
     pub(crate) fn note(&mut self, key: &'static str, site: Site) {
-        self.0.notes.entry(key).or_default().push(site);
+        self.facts.notes.entry(key).or_default().push(site);
     }
 
     /// `if __name__ == "__main__":` at module level, and the function its body calls first.
@@ -218,14 +399,14 @@ impl FactRecorder {
                     head,
                     "torch" | "pytorch_lightning" | "lightning" | "accelerate"
                 ) {
-                    self.0.uses_torch = true;
+                    self.facts.uses_torch = true;
                 }
                 if head == "torch_npu" || c.ends_with("transfer_to_npu") {
-                    self.0.sets_up_npu = true;
+                    self.facts.sets_up_npu = true;
                 }
             }
             if !candidates.is_empty() {
-                self.0.imports.push(ImportFact { candidates, line });
+                self.facts.imports.push(ImportFact { candidates, line });
             }
         }
     }
@@ -238,7 +419,7 @@ impl FactRecorder {
         function: Option<String>,
     ) {
         let site = at.site(range, String::new());
-        self.0.entry_markers.push(EntryMarker {
+        self.facts.entry_markers.push(EntryMarker {
             kind,
             site,
             function,
@@ -255,27 +436,52 @@ impl FactRecorder {
             if q == "hydra.main" {
                 self.entry(at, EntryKind::Hydra, d.range(), Some(name.to_owned()));
                 if let Expr::Call(c) = d {
-                    self.0.config.hydra_config_path = keyword_str(c, "config_path");
-                    self.0.config.hydra_config_name = keyword_str(c, "config_name");
+                    self.facts.config.hydra_config_path = keyword_str(c, "config_path");
+                    self.facts.config.hydra_config_name = keyword_str(c, "config_name");
                 }
             } else if q == "draccus.wrap" {
                 self.entry(at, EntryKind::Draccus, d.range(), Some(name.to_owned()));
+                if let Expr::Call(c) = d {
+                    self.facts.config.draccus_config_path = keyword_str(c, "config_path");
+                }
             }
         }
     }
 
     pub(crate) fn call(&mut self, at: At<'_, '_>, call: &ast::ExprCall, range: TextRange) {
-        let last = match call.func.as_ref() {
-            Expr::Name(n) => n.id.as_str(),
-            Expr::Attribute(a) => a.attr.as_str(),
-            _ => "",
-        };
-        // Resolving allocates: only for the names an entry point can be called by.
-        let qualified = matches!(last, "Fire" | "cli" | "LightningCLI")
-            .then(|| at.semantic.resolve(&call.func))
-            .flatten();
-        if matches!(last, "build_vla_patcher" | "build_npu_patcher") {
-            self.0.sets_up_npu = true;
+        let last = called_name(&call.func);
+        // Resolving allocates: only for the names an entry point or an optimizer can be
+        // called by.
+        let qualified = (matches!(last, "Fire" | "cli" | "LightningCLI")
+            || may_build_optimizer(last))
+        .then(|| at.semantic.resolve(&call.func))
+        .flatten();
+        if is_patcher_builder(last) {
+            self.facts.sets_up_npu = true;
+            self.patchers.starts.push(range.start().to_u32());
+            self.facts.patcher_calls.push(PatcherCall {
+                site: at.site(range, String::new()),
+                applied: false,
+            });
+        }
+        if let Expr::Attribute(a) = call.func.as_ref() {
+            match a.attr.as_str() {
+                "apply" => match a.value.as_ref() {
+                    Expr::Name(n) => {
+                        self.patchers.applied_names.insert(n.id.as_str().to_owned());
+                    }
+                    e if is_patcher_call(e) => {
+                        self.patchers.applied_calls.insert(e.start().to_u32());
+                    }
+                    _ => {}
+                },
+                "step" => self.steps = true,
+                _ => {}
+            }
+        }
+        if let Some(trainer) = qualified.as_deref().and_then(optimizer_source) {
+            self.builds_optimizer = true;
+            self.steps |= trainer;
         }
         let first_arg_name = || match call.args.first() {
             Some(Expr::Name(n)) => Some(n.id.as_str().to_owned()),
@@ -290,18 +496,31 @@ impl FactRecorder {
             _ => {}
         }
         if last == "add_argument" {
+            let mut first = None;
             for arg in &call.args {
                 if let Expr::Constant(c) = arg
                     && let ast::Constant::Str(flag) = &c.value
                     && flag.starts_with('-')
                 {
                     let lower = flag.to_ascii_lowercase();
-                    if (lower.contains("config") || lower.contains("cfg"))
-                        && !self.0.config.flags.contains(flag)
-                    {
-                        self.0.config.flags.push(flag.clone());
+                    if lower.contains("config") || lower.contains("cfg") {
+                        first.get_or_insert_with(|| flag.clone());
+                        if !self.facts.config.flags.contains(flag) {
+                            self.facts.config.flags.push(flag.clone());
+                        }
                     }
                 }
+            }
+            if let Some(flag) = first {
+                let required = call.keywords.iter().any(|k| {
+                    k.arg.as_ref().is_some_and(|a| a.as_str() == "required")
+                        && matches!(&k.value, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)))
+                });
+                self.facts.config.arguments.push(ConfigArgument {
+                    flag,
+                    default: keyword_str(call, "default"),
+                    required,
+                });
             }
         }
     }
@@ -319,4 +538,91 @@ fn keyword_str(call: &ast::ExprCall, name: &str) -> Option<String> {
             None
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::checker::check_text;
+
+    fn facts(text: &str) -> super::FileFacts {
+        check_text(&[], "train.py", text).1
+    }
+
+    #[test]
+    fn patcher_calls_are_told_applied_or_only_built() {
+        let f = facts(
+            "from runtime_patches import build_vla_patcher\n\
+             import runtime_patches\n\
+             build_vla_patcher().apply()\n\
+             p = build_vla_patcher(fused_adamw=True)\n\
+             q = runtime_patches.build_npu_patcher()\n\
+             with q:\n    pass\n\
+             with build_vla_patcher() as r:\n    pass\n\
+             s = build_vla_patcher()  # s.apply() only in a comment\n\
+             t = build_vla_patcher()\n\
+             def main():\n    t.apply()\n",
+        );
+        let calls: Vec<(u32, bool)> = f
+            .patcher_calls
+            .iter()
+            .map(|c| (c.site.line, c.applied))
+            .collect();
+        assert_eq!(
+            calls,
+            [
+                (3, true),
+                (4, false),
+                (5, true),
+                (8, true),
+                (10, false),
+                (11, true)
+            ]
+        );
+        assert!(f.sets_up_npu);
+    }
+
+    #[test]
+    fn trains_means_an_optimizer_is_built_and_stepped() {
+        let loop_ = "import torch\nfrom torch.optim import AdamW\n\
+                     opt = AdamW(model.parameters())\nloss.backward()\nopt.step()\n";
+        assert!(facts(loop_).trains);
+        let qualified = "import torch as th\nopt = th.optim.SGD(ps, lr=0.1)\nopt.step()\n";
+        assert!(facts(qualified).trains);
+        let no_step = "import torch\nopt = torch.optim.AdamW(ps)\n";
+        assert!(!facts(no_step).trains, "built but never stepped");
+        let scheduler_only = "import torch\ns = torch.optim.lr_scheduler.StepLR(o, 1)\ns.step()\n";
+        assert!(!facts(scheduler_only).trains, "a scheduler is no optimizer");
+        let checkpoint =
+            "import torch\nstate = torch.load('ckpt.pt')\nmodel.load_state_dict(state)\n";
+        assert!(!facts(checkpoint).trains);
+        let lightning = "import lightning as L\ntrainer = L.Trainer(max_steps=2)\ntrainer.fit(m)\n";
+        assert!(facts(lightning).trains);
+        let look_alike = "def AdamW(ps):\n    return ps\nopt = AdamW(ps)\nopt.step()\n";
+        assert!(!facts(look_alike).trains, "a local AdamW is not torch's");
+    }
+
+    #[test]
+    fn config_arguments_keep_default_and_required() {
+        let f = facts(
+            "import argparse, draccus\np = argparse.ArgumentParser()\n\
+             p.add_argument('-c', '--config', default='conf/base.yaml')\n\
+             p.add_argument('--cfg-file', required=True, help='x')\n\
+             p.add_argument('--steps', default='3')\n\
+             @draccus.wrap(config_path='configs/train.yaml')\ndef main(cfg):\n    pass\n",
+        );
+        let config = &f.config;
+        assert_eq!(config.flags, ["--config", "--cfg-file"]);
+        let c = config.argument("--config").unwrap();
+        assert_eq!(
+            (c.default.as_deref(), c.required),
+            (Some("conf/base.yaml"), false)
+        );
+        let c = config.argument("--cfg-file").unwrap();
+        assert_eq!((c.default.as_deref(), c.required), (None, true));
+        assert!(config.argument("--steps").is_none());
+        assert_eq!(
+            config.draccus_config_path.as_deref(),
+            Some("configs/train.yaml")
+        );
+    }
 }

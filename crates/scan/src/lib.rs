@@ -19,8 +19,9 @@
 //! - [`scan_files`]: re-check some files (as `npu-progress --fixed` does); the whole tree is
 //!   still read so that project-level rules see every entry point and import.
 //! - [`write_issues_json`]: merge a result into `<dir>/issues.json` (locked, atomic).
-//! - [`entry_points`]: the project's entry points, whether each uses torch and sets up the
-//!   NPU, and how it takes its config.
+//! - [`entry_points`]: the project's entry points, whether each uses torch, sets up the NPU
+//!   and trains, and how it takes its config; [`facts`]: every file's [`FileFacts`] (also
+//!   where the runtime patcher is built and applied) in a [`Project`], without running rules.
 //! - [`rules::registry`]: every rule with its id, name, category, severity, performance flag,
 //!   fix template and documentation.
 
@@ -40,8 +41,9 @@ pub mod source;
 pub mod suppress;
 pub mod walk;
 
+pub use facts::FileFacts;
 pub use finding::Finding;
-pub use project::{ConfigStyle, EntryKind, EntryPoint, Project};
+pub use project::{ConfigArgument, ConfigStyle, EntryKind, EntryPoint, PatcherCall, Project};
 
 use issue_model::{Issue, MergeReport, Unparsed};
 use std::collections::BTreeSet;
@@ -258,8 +260,13 @@ pub fn write_issues_json(
 
 /// The entry points of the project at `root`, sorted by file.
 pub fn entry_points(root: &Path) -> Result<Vec<EntryPoint>> {
-    let (_, project) = engine::run(root, &Settings::default(), &[])?;
-    Ok(project.entry_points())
+    Ok(facts(root)?.entry_points())
+}
+
+/// The facts of every Python file of the project at `root` (the files a scan reads), without
+/// running any rule.
+pub fn facts(root: &Path) -> Result<Project> {
+    engine::run(root, &Settings::default(), &[]).map(|(_, project)| project)
 }
 
 /// The project facts of `root` (entry points, imports, notes of the enabled rules).

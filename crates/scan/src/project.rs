@@ -6,7 +6,9 @@
 //! directory first, as a script's directory is on `sys.path`, then by the longest dotted
 //! suffix of a project module name, which covers `src/` layouts).
 
-pub use crate::facts::{ConfigStyle, EntryKind, EntryMarker, FileFacts, ImportFact, Site};
+pub use crate::facts::{
+    ConfigArgument, ConfigStyle, EntryKind, EntryMarker, FileFacts, ImportFact, PatcherCall, Site,
+};
 use foldhash::{HashMap, HashMapExt as _};
 use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
@@ -32,6 +34,11 @@ pub struct EntryPoint {
     pub sets_up_npu: bool,
     /// The entry file itself sets up the NPU.
     pub sets_up_npu_here: bool,
+    /// The program (this file or a project file it imports, transitively) builds an optimizer
+    /// and steps it ([`FileFacts::trains`]).
+    pub trains: bool,
+    /// The entry file itself builds an optimizer and steps it.
+    pub trains_here: bool,
     /// How it takes its configuration, when visible.
     pub config: ConfigStyle,
     /// The source line of the entry point.
@@ -255,6 +262,7 @@ impl Project {
             };
             let uses_torch = reached().any(|f| f.uses_torch);
             let sets_up_npu = reached().any(|f| f.sets_up_npu);
+            let trains = reached().any(|f| f.trains);
             out.push(EntryPoint {
                 file: path.clone(),
                 line: anchor.site.line,
@@ -265,12 +273,22 @@ impl Project {
                 uses_torch,
                 sets_up_npu,
                 sets_up_npu_here: facts.sets_up_npu,
+                trains,
+                trains_here: facts.trains,
                 config: facts.config.clone(),
                 snippet: anchor.site.snippet.clone(),
                 symbol: anchor.site.symbol.clone(),
             });
         }
         out
+    }
+
+    /// Every call of the runtime patcher's builder, by file (sorted) then line.
+    pub fn patcher_calls(&self) -> Vec<(&str, &PatcherCall)> {
+        self.files
+            .iter()
+            .flat_map(|(path, f)| f.patcher_calls.iter().map(move |c| (path.as_str(), c)))
+            .collect()
     }
 
     /// Every site noted under `key` in `file`.

@@ -1,26 +1,17 @@
 //! Which program `--pipeline` / `--data` run, and with which config.
 //!
-//! The entry comes from `-- <launch command>`, `--entry FILE`, or the project's entry points
-//! (files with `if __name__ == "__main__":` or `@hydra.main`), the training one ranked first.
-//! Without `--config`, the config is looked for where the entry and the launch scripts point:
-//! the argparse default of the config flag, `--config X` in shell scripts that run the entry,
-//! then the usual config folders.
+//! The entry comes from `-- <launch command>`, `--entry FILE`, or the project's entry points,
+//! the training one ranked first. What verify knows about a Python file (its entry-point forms,
+//! the config flag with its `default=` and `required=`, hydra's and draccus's config, whether
+//! it reaches torch, whether it builds an optimizer and steps it) comes from scan's facts
+//! ([`scan::facts`]), which read the files scan reads, parsed once. Without `--config`, the
+//! config is looked for where the entry and the launch scripts point: the argparse default of
+//! the config flag, `--config X` in shell scripts that run the entry, then the usual config
+//! folders.
 
 use regex::Regex;
 use std::path::{Path, PathBuf};
 use std::sync::LazyLock;
-
-/// Folders never searched: environments, caches, build output, our own folder.
-const SKIP_DIRS: &[&str] = &[
-    "migrate_to_cloudrobo",
-    "node_modules",
-    "__pycache__",
-    "site-packages",
-    "build",
-    "dist",
-    "outputs",
-    "wandb",
-];
 
 /// A Python file that starts a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,72 +19,64 @@ pub struct Entry {
     /// Relative to the project root, `/`-separated.
     pub file: String,
     pub hydra: bool,
+    /// `@draccus.wrap`: the config file is passed as `--config_path=FILE`.
+    pub draccus: bool,
     pub uses_torch: bool,
+    /// The entry file itself builds an optimizer and steps it.
+    pub trains_here: bool,
+    /// The entry file or a project file it imports builds an optimizer and steps it.
+    pub trains: bool,
     /// The argparse flag that takes the config (`--config`, `--cfg`, `--config-file`…).
     pub config_flag: Option<String>,
-    /// Its `default=` value, when it has one.
+    /// Its `default=` value, when it has one (for draccus, the decorator's `config_path=`).
     pub config_default: Option<String>,
     pub config_required: bool,
 }
 
-static MAIN_GUARD: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"(?m)^if\s+__name__\s*==\s*['"]__main__['"]\s*:"#).unwrap());
-static HYDRA_MAIN: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"(?m)^\s*@\s*hydra\.main\s*\(").unwrap());
-static CONFIG_ARG: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r#"add_argument\(\s*(?:['"]-\w['"]\s*,\s*)?['"](--(?:config|cfg|config[-_]file|config[-_]path))['"]([^)]*)\)"#)
-        .unwrap()
-});
-static DEFAULT_KW: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r#"default\s*=\s*['"]([^'"]+)['"]"#).unwrap());
-static REQUIRED_KW: LazyLock<Regex> = LazyLock::new(|| Regex::new(r"required\s*=\s*True").unwrap());
-
-/// Read one Python file's entry-point facts; `None` when it is not an entry point.
-pub fn inspect(root: &Path, rel: &str) -> Option<Entry> {
-    let text = std::fs::read_to_string(root.join(rel)).ok()?;
-    let hydra = HYDRA_MAIN.is_match(&text);
-    if !hydra && !MAIN_GUARD.is_match(&text) {
-        return None;
-    }
-    let uses_torch = text.contains("import torch")
-        || text.contains("from torch")
-        || project_imports_torch(root, &text);
-    let (config_flag, config_default, config_required) = match CONFIG_ARG.captures(&text) {
-        Some(c) => {
-            let rest = c.get(2).map_or("", |m| m.as_str());
-            (
-                Some(c[1].to_owned()),
-                DEFAULT_KW.captures(rest).map(|d| d[1].to_owned()),
-                REQUIRED_KW.is_match(rest),
-            )
+impl Entry {
+    fn from_scan(found: &scan::EntryPoint) -> Entry {
+        let config = &found.config;
+        let config_flag = config.flags.first().cloned();
+        let argument = config_flag.as_deref().and_then(|f| config.argument(f));
+        Entry {
+            file: found.file.clone(),
+            hydra: found.kinds.contains(&scan::EntryKind::Hydra),
+            draccus: found.kinds.contains(&scan::EntryKind::Draccus),
+            uses_torch: found.uses_torch,
+            trains_here: found.trains_here,
+            trains: found.trains,
+            config_default: argument
+                .and_then(|a| a.default.clone())
+                .or_else(|| config.draccus_config_path.clone()),
+            config_required: argument.is_some_and(|a| a.required),
+            config_flag,
         }
-        None => (None, None, false),
-    };
-    Some(Entry {
-        file: rel.to_owned(),
-        hydra,
-        uses_torch,
-        config_flag,
-        config_default,
-        config_required,
-    })
+    }
+
+    /// Why the entry does or does not look like it trains, for the report.
+    pub fn training_note(&self) -> &'static str {
+        if self.trains_here {
+            "builds an optimizer and steps it"
+        } else if self.trains {
+            "a project file it imports builds an optimizer and steps it"
+        } else {
+            "no optimizer that it steps"
+        }
+    }
 }
 
-/// A script that imports a project package which imports torch (one level deep is enough to rank).
-fn project_imports_torch(root: &Path, text: &str) -> bool {
-    static FROM: LazyLock<Regex> =
-        LazyLock::new(|| Regex::new(r"(?m)^\s*(?:from|import)\s+([A-Za-z_]\w*)").unwrap());
-    FROM.captures_iter(text).any(|c| {
-        let pkg = root.join(&c[1]);
-        pkg.is_dir()
-            && std::fs::read_dir(&pkg).is_ok_and(|rd| {
-                rd.flatten().any(|f| {
-                    f.path().extension().is_some_and(|e| e == "py")
-                        && std::fs::read_to_string(f.path())
-                            .is_ok_and(|t| t.contains("import torch") || t.contains("from torch"))
-                })
-            })
-    })
+/// The facts of the project at `root`; an empty project when it cannot be read.
+pub fn project(root: &Path) -> scan::Project {
+    scan::facts(root).unwrap_or_default()
+}
+
+/// The entry-point facts of the file `rel`; `None` when it is not an entry point scan reads.
+pub fn inspect(project: &scan::Project, rel: &str) -> Option<Entry> {
+    project
+        .entry_points()
+        .iter()
+        .find(|e| e.file == rel)
+        .map(Entry::from_scan)
 }
 
 pub(crate) fn has_extension(path: &Path, ext: &str) -> bool {
@@ -101,96 +84,24 @@ pub(crate) fn has_extension(path: &Path, ext: &str) -> bool {
         .is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
-/// Every `.py` file under `root` (relative, sorted), skipping hidden folders and environments.
-pub fn python_files(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    walk(root, root, 0, &mut out);
-    out.sort();
-    out
-}
-
-fn walk(root: &Path, dir: &Path, depth: usize, out: &mut Vec<String>) {
-    if depth > 12 {
-        return;
-    }
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let Ok(kind) = entry.file_type() else {
-            continue;
-        };
-        let path = entry.path();
-        if kind.is_dir() {
-            if name.starts_with('.')
-                || SKIP_DIRS.contains(&name.as_ref())
-                || path.join("pyvenv.cfg").exists()
-            {
-                continue;
-            }
-            walk(root, &path, depth + 1, out);
-        } else if let (true, Ok(rel)) = (
-            kind.is_file() && has_extension(&path, "py"),
-            path.strip_prefix(root),
-        ) {
-            out.push(rel.to_string_lossy().replace('\\', "/"));
-        }
-    }
-}
-
-/// Every entry point of the project, the most likely training entry first.
-///
-/// The scanner's entry-point analysis finds them (every form it knows, with whether the program
-/// reaches torch through its imports); the config flag's default and `required=` come from the
-/// file's text. When the scanner cannot run, a text search for `if __name__ == "__main__":` and
-/// `@hydra.main` stands in.
-pub fn entry_points(root: &Path) -> Vec<Entry> {
-    let mut entries: Vec<Entry> = match scan::entry_points(root) {
-        Ok(found) => found
-            .into_iter()
-            .filter(|e| !e.file.starts_with("migrate_to_cloudrobo/"))
-            .map(|e| from_scan(root, &e))
-            .collect(),
-        Err(_) => python_files(root)
-            .iter()
-            .filter_map(|rel| inspect(root, rel))
-            .collect(),
-    };
+/// Every entry point of the project, the most likely training entry first: those that build
+/// an optimizer and step it (in the file itself, then through a project file it imports),
+/// then by how much the name looks like training ([`rank`]), then the shallowest.
+pub fn entry_points(project: &scan::Project) -> Vec<Entry> {
+    let mut entries: Vec<Entry> = project
+        .entry_points()
+        .iter()
+        .map(Entry::from_scan)
+        .collect();
     entries.sort_by_key(|e| {
         (
+            std::cmp::Reverse(u8::from(e.trains_here) + u8::from(e.trains)),
             std::cmp::Reverse(rank(e)),
             e.file.matches('/').count(),
             e.file.clone(),
         )
     });
     entries
-}
-
-fn from_scan(root: &Path, found: &scan::EntryPoint) -> Entry {
-    let hydra = found.kinds.contains(&scan::EntryKind::Hydra);
-    let text = std::fs::read_to_string(root.join(&found.file)).unwrap_or_default();
-    let own = CONFIG_ARG.captures(&text);
-    let config_flag = found
-        .config
-        .flags
-        .first()
-        .cloned()
-        .or_else(|| own.as_ref().map(|c| c[1].to_owned()));
-    let rest = own
-        .as_ref()
-        .filter(|c| Some(&c[1]) == config_flag.as_deref())
-        .and_then(|c| c.get(2))
-        .map_or("", |m| m.as_str());
-    Entry {
-        file: found.file.clone(),
-        hydra,
-        uses_torch: found.uses_torch,
-        config_default: DEFAULT_KW.captures(rest).map(|d| d[1].to_owned()),
-        config_required: REQUIRED_KW.is_match(rest),
-        config_flag,
-    }
 }
 
 /// How much a file looks like the training entry.
@@ -250,13 +161,14 @@ static SH_CONFIG: LazyLock<Regex> = LazyLock::new(|| {
 /// Look for the config where the entry and the launch scripts point.
 pub fn detect_config(root: &Path, entry: &Entry) -> Option<FoundConfig> {
     if let Some(default) = &entry.config_default {
+        let of = match &entry.config_flag {
+            Some(flag) => flag.as_str(),
+            None if entry.draccus => "@draccus.wrap(config_path=…)",
+            None => "--config",
+        };
         return Some(FoundConfig {
             value: default.clone(),
-            source: format!(
-                "the default of {} in {}",
-                entry.config_flag.as_deref().unwrap_or("--config"),
-                entry.file
-            ),
+            source: format!("the default of {of} in {}", entry.file),
         });
     }
     let script_name = entry.file.rsplit('/').next().unwrap_or(&entry.file);
@@ -374,6 +286,9 @@ pub fn config_args(entry: &Entry, config: &str, root: &Path) -> Vec<String> {
             None => vec![format!("--config-name={config}")],
         };
     }
+    if entry.draccus && entry.config_flag.is_none() {
+        return vec![format!("--config_path={config}")];
+    }
     let flag = entry
         .config_flag
         .clone()
@@ -398,7 +313,7 @@ pub fn resolve_file(config: &str, root: &Path) -> Option<PathBuf> {
 mod tests {
     use super::*;
 
-    fn project(files: &[(&str, &str)]) -> tempfile::TempDir {
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
         let dir = tempfile::tempdir().unwrap();
         for (rel, text) in files {
             let path = dir.path().join(rel);
@@ -415,7 +330,7 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
 
     #[test]
     fn the_training_entry_ranks_first() {
-        let dir = project(&[
+        let dir = tree(&[
             ("eval.py", ARGPARSE),
             ("train_hydra.py", HYDRA),
             ("train.py", ARGPARSE),
@@ -425,7 +340,7 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
                 "if __name__ == \"__main__\":\n    pass\n",
             ),
         ]);
-        let entries = entry_points(dir.path());
+        let entries = entry_points(&project(dir.path()));
         let files: Vec<&str> = entries.iter().map(|e| e.file.as_str()).collect();
         assert_eq!(
             files,
@@ -443,17 +358,68 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
     }
 
     #[test]
+    fn scripts_that_train_rank_before_scripts_named_like_training() {
+        let checkpoint = "import torch\n\ndef main():\n    m = torch.load('ckpt.pt')\n    print(m)\n\n\
+if __name__ == \"__main__\":\n    main()\n";
+        let looped =
+            "import torch\nfrom trainer import fit\n\nif __name__ == \"__main__\":\n    fit()\n";
+        let trainer =
+            "import torch\n\ndef fit():\n    opt = torch.optim.AdamW([])\n    opt.step()\n";
+        let dir = tree(&[
+            ("train_check.py", checkpoint),
+            ("scripts/finetune.py", looped),
+            ("scripts/trainer.py", trainer),
+            (
+                "tools/pretrain_loop.py",
+                &trainer.replace("def fit", "if __name__ == '__main__':\n    pass\ndef fit"),
+            ),
+        ]);
+        let entries = entry_points(&project(dir.path()));
+        let files: Vec<(&str, &str)> = entries
+            .iter()
+            .map(|e| (e.file.as_str(), e.training_note()))
+            .collect();
+        assert_eq!(
+            files,
+            [
+                ("tools/pretrain_loop.py", "builds an optimizer and steps it"),
+                (
+                    "scripts/finetune.py",
+                    "a project file it imports builds an optimizer and steps it"
+                ),
+                ("train_check.py", "no optimizer that it steps"),
+            ]
+        );
+    }
+
+    #[test]
+    fn draccus_entries_get_config_path() {
+        let draccus = "import draccus\n\n@draccus.wrap(config_path=\"configs/train.yaml\")\ndef main(cfg):\n    pass\n\n\
+if __name__ == \"__main__\":\n    main()\n";
+        let dir = tree(&[("train.py", draccus), ("configs/train.yaml", "")]);
+        let entry = &entry_points(&project(dir.path()))[0];
+        assert!(entry.draccus);
+        let found = detect_config(dir.path(), entry).unwrap();
+        assert_eq!(found.value, "configs/train.yaml");
+        assert!(found.source.contains("draccus"), "{}", found.source);
+        assert_eq!(
+            config_args(entry, "configs/ft.yaml", dir.path()),
+            ["--config_path=configs/ft.yaml"]
+        );
+    }
+
+    #[test]
     fn config_comes_from_the_default_then_scripts_then_folders() {
         let with_default = ARGPARSE.replace("required=True", "default=\"conf/base.yaml\"");
-        let dir = project(&[
+        let dir = tree(&[
             ("train.py", &with_default),
             ("configs/train.yaml", "a: 1\n"),
         ]);
-        let entry = &entry_points(dir.path())[0];
+        let entry = &entry_points(&project(dir.path()))[0];
         let found = detect_config(dir.path(), entry).unwrap();
         assert_eq!(found.value, "conf/base.yaml");
 
-        let dir = project(&[
+        let dir = tree(&[
             ("train.py", ARGPARSE),
             (
                 "scripts/finetune.sh",
@@ -461,7 +427,7 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
             ),
             ("configs/train.yaml", "a: 1\n"),
         ]);
-        let entry = &entry_points(dir.path())[0];
+        let entry = &entry_points(&project(dir.path()))[0];
         let found = detect_config(dir.path(), entry).unwrap();
         assert_eq!(found.value, "configs/ft.yaml");
         assert!(
@@ -470,12 +436,12 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
             found.source
         );
 
-        let dir = project(&[
+        let dir = tree(&[
             ("train.py", ARGPARSE),
             ("configs/debug.yaml", ""),
             ("configs/train.yaml", ""),
         ]);
-        let entry = &entry_points(dir.path())[0];
+        let entry = &entry_points(&project(dir.path()))[0];
         assert_eq!(
             detect_config(dir.path(), entry).unwrap().value,
             "configs/train.yaml"
@@ -484,8 +450,8 @@ def main(cfg):\n    pass\n\nif __name__ == \"__main__\":\n    main()\n";
 
     #[test]
     fn hydra_entries_get_path_and_name() {
-        let dir = project(&[("train_hydra.py", HYDRA), ("configs/debug.yaml", "")]);
-        let entry = &entry_points(dir.path())[0];
+        let dir = tree(&[("train_hydra.py", HYDRA), ("configs/debug.yaml", "")]);
+        let entry = &entry_points(&project(dir.path()))[0];
         let args = config_args(entry, "configs/debug.yaml", dir.path());
         assert_eq!(args[1], "--config-name=debug");
         assert!(

@@ -132,7 +132,9 @@ pub struct Recommended {
     pub reason: String,
 }
 
-/// The exported `: "${VAR:=VALUE}"` defaults of an `env_npu.sh`, with the comment lines just above each.
+/// The exported `: "${VAR:=VALUE}"` defaults of an `env_npu.sh`, each with its own comment: the
+/// comment lines just above it, back to the nearest blank `#` line or `# ----` rule, so a section
+/// header above the first variable of a section is not part of that variable's reason.
 pub fn env_defaults(text: &str) -> BTreeMap<String, Recommended> {
     let mut out = BTreeMap::new();
     let mut comment: Vec<String> = Vec::new();
@@ -140,7 +142,16 @@ pub fn env_defaults(text: &str) -> BTreeMap<String, Recommended> {
     for line in text.lines() {
         let trimmed = line.trim();
         if let Some(c) = trimmed.strip_prefix('#') {
-            comment.push(c.trim().to_owned());
+            let c = c.trim();
+            if c.is_empty()
+                || c.chars()
+                    .all(|ch| matches!(ch, '-' | '=' | '#' | '*' | '~'))
+            {
+                // A paragraph break or a rule: what was above belongs to something else.
+                comment.clear();
+            } else {
+                comment.push(c.to_owned());
+            }
         } else if let Some(c) = DEFAULT_LINE.captures(line) {
             // Consecutive defaults share the comment above the first.
             if !comment.is_empty() {
@@ -314,6 +325,24 @@ mod tests {
             "expandable_segments:True"
         );
         assert_eq!(d.len(), 3);
+    }
+
+    #[test]
+    fn reasons_of_the_shipped_env_npu_are_each_variables_own_comment() {
+        let shipped = patch_assets::get("templates/env_npu.sh").expect("env_npu.sh is embedded");
+        let d = env_defaults(&String::from_utf8_lossy(shipped));
+        assert_eq!(
+            d["TASK_QUEUE_ENABLE"].reason,
+            "Operator dispatch pipeline level 2 overlaps host dispatch with device work; use 1 if memory is tight."
+        );
+        for (name, r) in &d {
+            assert!(
+                !r.reason.contains("---") && !r.reason.contains("Performance ("),
+                "{name}: {}",
+                r.reason
+            );
+            assert!(!r.reason.is_empty(), "{name} has no reason");
+        }
     }
 
     #[test]

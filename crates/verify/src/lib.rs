@@ -104,8 +104,8 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         }
     }
     let mut report = Report::new(&root.display().to_string(), modes, args.emulate_npu);
-    let files = entry::python_files(&abs_root);
-    let plan = plan::plan_entry(args, &abs_root);
+    let project = entry::project(&abs_root);
+    let plan = plan::plan_entry(args, &abs_root, &project);
 
     // Static checks.
     // Static checks show paths as the user gave them.
@@ -115,7 +115,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         patch_assets::get("runtime_patches.py"),
     ));
     let entry_file = plan.as_ref().ok().and_then(|p| p.entry_file.clone());
-    let entry_patcher = statics::entry_patcher(&abs_root, &files, entry_file.as_deref());
+    let entry_patcher = statics::entry_patcher(&project, entry_file.as_deref());
     let harness_applies = entry_patcher.status == Status::Fail;
     report.checks.push(entry_patcher);
     report

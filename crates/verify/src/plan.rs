@@ -15,13 +15,16 @@ pub(crate) struct Plan {
 }
 
 /// Choose the entry and the config; `Err` says why nothing can be run.
-pub(crate) fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
-    let entries = entry::entry_points(root);
-    let (mut launch, entry, chosen_by) = if !args.launch.is_empty() {
+pub(crate) fn plan_entry(
+    args: &Args,
+    root: &Path,
+    project: &scan::Project,
+) -> Result<Plan, String> {
+    let (mut launch, entry, chosen_by, considered) = if !args.launch.is_empty() {
         let launch = launch::parse_launch(&args.launch, root)?;
         let entry = match &launch {
             Launch::Script { path, .. } => {
-                rel(root, &root.join(path)).and_then(|r| entry::inspect(root, &r))
+                rel(root, &root.join(path)).and_then(|r| entry::inspect(project, &r))
             }
             Launch::Module { .. } | Launch::Shell { .. } => None,
         };
@@ -31,7 +34,12 @@ pub(crate) fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
                     .to_owned(),
             );
         }
-        (launch, entry, "the launch command after `--`".to_owned())
+        (
+            launch,
+            entry,
+            "the launch command after `--`".to_owned(),
+            Vec::new(),
+        )
     } else if let Some(file) = &args.entry {
         let path = if file.is_absolute() {
             file.clone()
@@ -46,7 +54,7 @@ pub(crate) fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
         if !path.is_file() {
             return Err(format!("--entry {}: no such file", file.display()));
         }
-        let entry = rel(root, &path).and_then(|r| entry::inspect(root, &r));
+        let entry = rel(root, &path).and_then(|r| entry::inspect(project, &r));
         (
             Launch::Script {
                 path,
@@ -54,32 +62,18 @@ pub(crate) fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
             },
             entry,
             "--entry".to_owned(),
+            Vec::new(),
         )
     } else {
-        let Some(first) = entries.first() else {
-            return Err("no entry point found (no file with `if __name__ == \"__main__\":` or `@hydra.main`)".to_owned());
-        };
-        let others: Vec<&str> = entries
-            .iter()
-            .skip(1)
-            .take(4)
-            .map(|e| e.file.as_str())
-            .collect();
-        let chosen = if others.is_empty() {
-            format!("the only entry point, {}", first.file)
-        } else {
-            format!(
-                "ranked first of the entry points; others: {}; choose with --entry",
-                others.join(", ")
-            )
-        };
+        let (first, chosen, considered) = choose_entry(args, root, project)?;
         (
             Launch::Script {
                 path: root.join(&first.file),
                 argv: Vec::new(),
             },
-            Some(first.clone()),
+            Some(first),
             chosen,
+            considered,
         )
     };
     let (config, config_source) = choose_config(args, root, entry.as_ref(), launch.argv())?;
@@ -97,12 +91,76 @@ pub(crate) fn plan_entry(args: &Args, root: &Path) -> Result<Plan, String> {
         chosen_by,
         config,
         config_source,
+        trains: entry.as_ref().map(|e| e.trains),
+        considered,
     };
     Ok(Plan {
         entry_file: entry.map(|e| e.file),
         launch,
         info,
     })
+}
+
+/// The entry the search picks, why, and every entry point it weighed (`file: why`), in rank
+/// order. Scripts whose `P_ENT` issue was skipped in issues.json are passed over: skipping it
+/// says the script is not the port's training entry.
+fn choose_entry(
+    args: &Args,
+    root: &Path,
+    project: &scan::Project,
+) -> Result<(Entry, String, Vec<String>), String> {
+    let skipped = skipped_entries(args.issues.as_deref(), root);
+    let entries = entry::entry_points(project);
+    let considered: Vec<String> = entries
+        .iter()
+        .map(|e| match skipped.iter().find(|(file, _)| *file == e.file) {
+            Some((_, id)) => format!("{}: its P_ENT issue {id} is skipped in issues.json", e.file),
+            None => format!("{}: {}", e.file, e.training_note()),
+        })
+        .collect();
+    let mut open = entries
+        .iter()
+        .filter(|e| !skipped.iter().any(|(file, _)| *file == e.file));
+    let Some(first) = open.next() else {
+        return Err(if entries.is_empty() {
+            "no entry point found (no file with `if __name__ == \"__main__\":`, `@hydra.main`, `@draccus.wrap`, `tyro.cli` or `fire.Fire`)".to_owned()
+        } else {
+            format!(
+                "every entry point's P_ENT issue is skipped in issues.json ({})",
+                considered.join("; ")
+            )
+        });
+    };
+    let why = if first.trains {
+        "it builds an optimizer and steps it"
+    } else {
+        "no entry point builds an optimizer and steps it; it ranked first by name"
+    };
+    let chosen = if entries.len() == 1 {
+        format!("the only entry point, {} ({why})", first.file)
+    } else {
+        format!(
+            "{} of {} entry points ({why}; choose another with --entry)",
+            first.file,
+            entries.len()
+        )
+    };
+    Ok((first.clone(), chosen, considered))
+}
+
+/// Entry files whose `P_ENT` issue is skipped in the project's issues.json, with the issue id.
+fn skipped_entries(given: Option<&Path>, root: &Path) -> Vec<(String, String)> {
+    let Ok(path) = crate::statics::find_issues(given, root) else {
+        return Vec::new();
+    };
+    let Ok(file) = issue_model::load(&path) else {
+        return Vec::new();
+    };
+    file.issues
+        .iter()
+        .filter(|i| i.pattern == "P_ENT" && i.status == issue_model::Status::Skipped)
+        .map(|i| (i.file.clone(), i.id.clone()))
+        .collect()
 }
 
 fn rel(root: &Path, path: &Path) -> Option<String> {

@@ -128,6 +128,13 @@ pub struct EntryInfo {
     /// The config passed, if any, and where it came from.
     pub config: Option<String>,
     pub config_source: Option<String>,
+    /// The entry builds an optimizer and steps it (scan's facts), when the entry is a Python
+    /// script scan reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trains: Option<bool>,
+    /// The entry points the search weighed, best first, each with why (`file: reason`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub considered: Vec<String>,
 }
 
 /// One harness process: what it took and how it ended.

@@ -181,6 +181,7 @@ impl Session<'_> {
         }
         self.report.checks.push(Check::pass("entry", detail));
         let launch = plan.launch.to_json(&self.root);
+        let trains = plan.info.trains;
         let shell_words = match &plan.launch {
             Launch::Shell { words } => Some(words.clone()),
             _ => None,
@@ -195,6 +196,7 @@ impl Session<'_> {
             };
             request["launch"] = launch.clone();
             request["apply_patcher"] = self.harness_applies.into();
+            request["entry_trains"] = trains.into();
             let shell = shell_words.as_deref();
             let Some(outcome) = self.harness(mode, request, shell) else {
                 return;

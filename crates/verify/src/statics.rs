@@ -1,6 +1,6 @@
 //! Checks that need no Python: the `migrate_to_cloudrobo/` folder, the copy of
-//! `runtime_patches.py` against the shipped one, the entry point applying the patcher, and
-//! `issues.json` having nothing pending.
+//! `runtime_patches.py` against the shipped one, the entry point applying the patcher (from
+//! scan's facts), and `issues.json` having nothing pending.
 
 use crate::report::Check;
 use regex::Regex;
@@ -169,58 +169,22 @@ pub fn runtime_patches(root: &Path, shipped: Option<&[u8]>) -> Check {
     }
 }
 
-static PATCHER_CALL: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"build_(?:vla|npu)_patcher\s*\(").unwrap());
-
-/// Where project code calls the patcher builder: (relative file, line).
-pub fn patcher_calls(root: &Path, files: &[String]) -> Vec<(String, usize)> {
-    let mut out = Vec::new();
-    for rel in files {
-        let Ok(text) = std::fs::read_to_string(root.join(rel)) else {
-            continue;
-        };
-        for (number, line) in text.lines().enumerate() {
-            let code = line.split('#').next().unwrap_or("");
-            if PATCHER_CALL.is_match(code) && !code.trim_start().starts_with("def ") {
-                out.push((rel.clone(), number + 1));
-            }
-        }
-    }
-    out
-}
-
-static ASSIGNED: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(r"^\s*([A-Za-z_]\w*)\s*=\s*(?:\w+\.)*build_(?:vla|npu)_patcher\s*\(").unwrap()
-});
-
-/// Whether the builder call on `line` (1-based) of `text` is applied: `.apply()` on the same line,
-/// `with build_…(…)`, or a variable it is assigned to that gets `.apply()` / `with` in the file.
-pub fn is_applied(text: &str, line: usize) -> bool {
-    let Some(code) = text.lines().nth(line.saturating_sub(1)) else {
-        return false;
-    };
-    let code = code.split('#').next().unwrap_or("");
-    if code.contains(".apply(") || code.trim_start().starts_with("with ") {
-        return true;
-    }
-    let Some(name) = ASSIGNED.captures(code).map(|c| c[1].to_owned()) else {
-        return false;
-    };
-    let used = Regex::new(&format!(r"\b{name}\s*\.\s*apply\s*\(|\bwith\s+{name}\b"));
-    used.is_ok_and(|re| {
-        text.lines()
-            .any(|l| re.is_match(l.split('#').next().unwrap_or("")))
-    })
-}
-
-/// An entry point applies the runtime patcher.
-pub fn entry_patcher(root: &Path, files: &[String], entry: Option<&str>) -> Check {
+/// An entry point applies the runtime patcher (where the builder is called and whether the
+/// result is applied come from scan's facts, [`scan::PatcherCall`]).
+pub fn entry_patcher(project: &scan::Project, entry: Option<&str>) -> Check {
     const NAME: &str = "static.entry_patcher";
-    let all = patcher_calls(root, files);
-    let (calls, unapplied): (Vec<_>, Vec<_>) = all.into_iter().partition(|(file, line)| {
-        std::fs::read_to_string(root.join(file)).is_ok_and(|text| is_applied(&text, *line))
-    });
-    let where_ = |calls: &[(String, usize)]| {
+    let (calls, unapplied): (Vec<_>, Vec<_>) = project
+        .patcher_calls()
+        .into_iter()
+        .partition(|(_, call)| call.applied);
+    let at = |calls: Vec<(&str, &scan::PatcherCall)>| -> Vec<(String, u32)> {
+        calls
+            .into_iter()
+            .map(|(file, call)| (file.to_owned(), call.site.line))
+            .collect()
+    };
+    let (calls, unapplied) = (at(calls), at(unapplied));
+    let where_ = |calls: &[(String, u32)]| {
         calls
             .iter()
             .map(|(f, l)| format!("{f}:{l}"))
@@ -377,24 +341,6 @@ mod tests {
     fn decorator_changes_count_for_their_block() {
         let copy = SHIPPED.replace("@dataclass", "@dataclass(frozen=True)");
         assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["B"]);
-    }
-
-    #[test]
-    fn applied_patchers_are_told_from_built_ones() {
-        let text = "from runtime_patches import build_vla_patcher\n\
-                    build_vla_patcher().apply()\n\
-                    p = build_vla_patcher(fused_adamw=True)\n\
-                    q = runtime_patches.build_npu_patcher()\n\
-                    with q:\n    pass\n\
-                    with build_vla_patcher():\n    pass\n\
-                    r = build_vla_patcher()  # r.apply() only in a comment\n";
-        assert!(is_applied(text, 2));
-        assert!(!is_applied(text, 3), "p is never applied");
-        assert!(is_applied(text, 4), "q is applied with `with`");
-        assert!(is_applied(text, 7));
-        assert!(!is_applied(text, 9), "a comment is not code");
-        let text = "p = build_vla_patcher()\nmain()\np.apply()\n";
-        assert!(is_applied(text, 1));
     }
 
     #[test]

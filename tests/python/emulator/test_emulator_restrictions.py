@@ -264,3 +264,34 @@ def test_numpy_patch_applied_before_the_emulator_is_imported() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["[1.0,", "1.0]", "True"]
+
+
+def test_every_restriction_error_carries_its_group(npu: torch.device) -> None:
+    import pickle
+
+    x = torch.ones(3, device=npu)
+    q = torch.randn(2, 3, 4, 8, device=npu)
+    k = torch.randn(2, 3, 5, 8, device=npu)
+    broadcast = torch.ones(2, 1, 1, 5, dtype=torch.bool, device=npu)
+    cases = {
+        "device_mismatch": lambda: x + torch.ones(3),
+        "index_device": lambda: torch.arange(6.0, device=npu)[torch.tensor([0, 2])],
+        "numpy": lambda: x.numpy(),
+        "float64": lambda: x.double().exp(),
+        "sdpa_mask": lambda: F.scaled_dot_product_attention(q, k, k, attn_mask=broadcast),
+        "nan_to_num_half": lambda: torch.nan_to_num(x.half()),
+        "pow_fractional": lambda: torch.pow(x.half(), 0.5),
+    }
+    assert set(cases) == set(npu_emulator.RESTRICTIONS), "one case per group of the rule table"
+    for group, call in cases.items():
+        with pytest.raises(EmulatedNPUError) as caught:
+            call()
+        assert caught.value.group == group
+        assert f"restriction group: {group}" in str(caught.value)
+        assert npu_emulator.RESTRICTIONS[group][1] in str(caught.value)
+        copy = pickle.loads(pickle.dumps(caught.value))
+        assert (type(copy), copy.group, str(copy)) == (type(caught.value), group, str(caught.value))
+    with pytest.raises(EmulatedNPUError) as caught:
+        x.to("npu:1")
+    assert caught.value.group is None, "a device the emulator lacks is no restriction group"
+    assert "restriction group" not in str(caught.value)
