@@ -5,6 +5,7 @@
 //! status across scans. It must not know how issues are found (that is the scanner's job) or how
 //! they are shown (that is each tool's job).
 
+pub mod cli_support;
 pub mod error;
 mod fast;
 pub mod ids;

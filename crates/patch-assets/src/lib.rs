@@ -8,6 +8,7 @@
 //! (the rules, patches and harness belong to their own crates).
 
 pub mod catalog;
+pub mod cli;
 pub mod error;
 pub mod install;
 pub mod summary;

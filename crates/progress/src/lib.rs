@@ -19,10 +19,10 @@ mod timing;
 pub use cli::Args;
 pub use error::{Error, Result};
 
-use cli::{ColorChoice, Format};
+use cli::Format;
 use issue_model::IssuesFile;
 use render::Style;
-use std::io::{IsTerminal, Write};
+use std::io::Write;
 use std::path::Path;
 
 /// How a command that ran to the end went.
@@ -149,13 +149,7 @@ pub(crate) fn load(path: &Path) -> Result<IssuesFile> {
 /// Run the command `args` asks for, writing its product to `out` and notes to `err`.
 pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<Exit> {
     check_combinations(args)?;
-    let color = match args.color {
-        ColorChoice::Always => true,
-        ColorChoice::Never => false,
-        ColorChoice::Auto => {
-            std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none()
-        }
-    };
+    let color = args.color.enabled(&std::io::stdout());
     let mut ctx = Ctx {
         args,
         path: &args.file,

@@ -1,11 +1,7 @@
 //! `npu-progress`: parse the arguments, run, map the outcome to an exit status.
 
-// The binary's job is to print the product and the errors.
-#![allow(clippy::print_stderr)]
-
 use clap::Parser;
 use progress::{Args, Error, run};
-use std::error::Error as _;
 use std::io::{ErrorKind, Write};
 use std::process::ExitCode;
 
@@ -26,17 +22,12 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         (Ok(exit), Ok(())) => ExitCode::from(exit.code()),
-        (Ok(_), Err(e)) => report(&Error::Output(e)),
-        (Err(e), _) => report(&e),
+        (Ok(_), Err(e)) => report(&Error::Output(e), args.color),
+        (Err(e), _) => report(&e, args.color),
     }
 }
 
-fn report(error: &Error) -> ExitCode {
-    eprintln!("npu-progress: error: {error}");
-    let mut cause = error.source();
-    while let Some(e) = cause {
-        eprintln!("  caused by: {e}");
-        cause = e.source();
-    }
+fn report(error: &Error, color: progress::cli::ColorChoice) -> ExitCode {
+    issue_model::cli_support::report_error("npu-progress", error, color);
     ExitCode::from(2)
 }

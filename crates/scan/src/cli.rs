@@ -33,13 +33,8 @@ pub enum Format {
     Csv,
 }
 
-/// When to color text output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Color {
-    Auto,
-    Always,
-    Never,
-}
+/// When to color text output (shared by every tool).
+pub use issue_model::cli_support::ColorChoice as Color;
 
 /// The command-line arguments.
 #[derive(Debug, Parser)]
@@ -116,12 +111,9 @@ pub fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Ok(code) => code,
         Err(CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
         Err(e) => {
-            let _ = writeln!(err, "npu-scan: error: {e}");
-            let mut source = std::error::Error::source(&e);
-            while let Some(cause) = source {
-                let _ = writeln!(err, "  caused by: {cause}");
-                source = cause.source();
-            }
+            let color = cli.color.enabled(&std::io::stderr());
+            let _ = err
+                .write_all(issue_model::cli_support::error_chain("npu-scan", &e, color).as_bytes());
             2
         }
     }
@@ -202,11 +194,7 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         (Some(report), pending)
     };
 
-    let color = match cli.color {
-        Color::Always => true,
-        Color::Never => false,
-        Color::Auto => std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none(),
-    };
+    let color = cli.color.enabled(&std::io::stdout());
     let written_path = (!cli.no_write).then(|| crate::issues_path(&cli.output));
     let summary = output::text::summary(
         &result,

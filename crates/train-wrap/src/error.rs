@@ -7,6 +7,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// A usage error clap cannot see (the text says what to type instead).
+    #[error("{0}")]
+    Usage(String),
     #[error(
         "{} does not exist; create it first with `npu-assets init {}` (or pass --project)",
         path.display(),

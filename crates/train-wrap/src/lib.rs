@@ -12,6 +12,7 @@
 //! script, and the user's edits to `env_npu.sh` must apply to `npu-train` exactly as to
 //! `train.sh`.
 
+pub mod cli;
 pub mod env;
 pub mod error;
 pub mod launch;

@@ -1,5 +1,6 @@
 //! Command-line arguments of `npu-verify`.
 
+pub use issue_model::cli_support::ColorChoice;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\
@@ -90,6 +91,10 @@ pub struct Args {
     /// No progress messages on stderr.
     #[arg(long, short)]
     pub quiet: bool,
+
+    /// Color in error messages.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
 
     /// The project's own launch command, run instead of the detected entry
     /// (`-- python train.py --config X`, `-- torchrun --nproc_per_node 8 train.py …`,

@@ -8,15 +8,7 @@ fn main() -> ExitCode {
     match verify::run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            #[allow(clippy::print_stderr, reason = "the error is the program's last word")]
-            {
-                eprintln!("npu-verify: error: {e}");
-                let mut source = std::error::Error::source(&e);
-                while let Some(cause) = source {
-                    eprintln!("  caused by: {cause}");
-                    source = cause.source();
-                }
-            }
+            issue_model::cli_support::report_error("npu-verify", &e, args.color);
             ExitCode::from(2)
         }
     }

@@ -132,7 +132,7 @@ fn choose_entry(
         });
     };
     let why = if first.trains {
-        "it builds an optimizer and steps it"
+        first.training_note()
     } else {
         "no entry point builds an optimizer and steps it; it ranked first by name"
     };

@@ -1,0 +1,88 @@
+//! What the five command-line tools share beyond the schema: how a fatal error and its causes
+//! are printed (`<tool>: error: …`, then `  caused by: …` per cause) and when output is colored
+//! (`--color auto|always|never`; auto colors a terminal unless `NO_COLOR` is set). It lives in
+//! the one library every tool depends on; it knows nothing of issues.
+
+use std::error::Error;
+use std::fmt::Write as _;
+use std::io::{IsTerminal, Write};
+
+/// The `--color` choice.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+pub enum ColorChoice {
+    /// Color when the stream is a terminal and `NO_COLOR` is not set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
+impl ColorChoice {
+    /// Whether to color what is written to `stream`.
+    pub fn enabled(self, stream: &impl IsTerminal) -> bool {
+        self.decide(stream.is_terminal(), std::env::var_os("NO_COLOR").is_some())
+    }
+
+    /// The decision for a stream that is (or is not) a terminal, with `NO_COLOR` set or not.
+    pub fn decide(self, terminal: bool, no_color: bool) -> bool {
+        match self {
+            ColorChoice::Always => true,
+            ColorChoice::Never => false,
+            ColorChoice::Auto => terminal && !no_color,
+        }
+    }
+}
+
+/// `<tool>: error: <error>` and one `  caused by: <cause>` line per source, each line ending in
+/// a newline; `error` in bold red when `color` is set.
+pub fn error_chain(tool: &str, error: &dyn Error, color: bool) -> String {
+    let label = if color {
+        "\x1b[1;31merror\x1b[0m"
+    } else {
+        "error"
+    };
+    let mut text = format!("{tool}: {label}: {error}\n");
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let _ = writeln!(text, "  caused by: {c}");
+        cause = c.source();
+    }
+    text
+}
+
+/// Write [`error_chain`] to stderr, colored as `color` decides for stderr.
+pub fn report_error(tool: &str, error: &dyn Error, color: ColorChoice) {
+    let stderr = std::io::stderr();
+    let text = error_chain(tool, error, color.enabled(&stderr));
+    // Nothing is left to tell the user if stderr itself is gone.
+    let _ = stderr.lock().write_all(text.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("cannot read `a.json`")]
+    struct Outer(#[source] std::io::Error);
+
+    #[test]
+    fn every_cause_gets_its_line() {
+        let e = Outer(std::io::Error::other("disk on fire"));
+        assert_eq!(
+            error_chain("npu-x", &e, false),
+            "npu-x: error: cannot read `a.json`\n  caused by: disk on fire\n"
+        );
+        assert!(error_chain("npu-x", &e, true).starts_with("npu-x: \x1b[1;31merror\x1b[0m: "));
+    }
+
+    #[test]
+    fn auto_colors_a_terminal_without_no_color() {
+        assert!(ColorChoice::Auto.decide(true, false));
+        assert!(!ColorChoice::Auto.decide(true, true));
+        assert!(!ColorChoice::Auto.decide(false, false));
+        assert!(ColorChoice::Always.decide(false, true));
+        assert!(!ColorChoice::Never.decide(true, false));
+    }
+}

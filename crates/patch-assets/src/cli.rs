@@ -1,0 +1,269 @@
+//! `npu-assets`' command line: list, show and install the files npu-patcher ships, and draft the
+//! summary. The binary parses [`Cli`] and calls [`run`]; this module is the tool's output, so it
+//! prints: stdout carries the product, stderr notes and errors.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the command line's output module"
+)]
+// Doc comments here are the --help text, where Markdown backticks would show literally.
+#![allow(clippy::doc_markdown)]
+
+use crate::Error;
+use crate::catalog::{self, Source};
+use crate::install::{self, Action, Outcome};
+use crate::summary::{self, Written};
+use clap::{Parser, Subcommand, ValueEnum};
+use issue_model::cli_support::{self, ColorChoice};
+use std::io::Write;
+use std::path::PathBuf;
+
+const AFTER_HELP: &str = "\
+Examples:
+  npu-assets init .                          create migrate_to_cloudrobo/ with env_npu.sh, train.sh, runtime_patches.py
+  npu-assets list                            every shipped file
+  npu-assets show templates/train.sh         print one (a unique file name is enough: `show train.sh`)
+  npu-assets show env_npu.sh | diff - migrate_to_cloudrobo/env_npu.sh
+  npu-assets extract /tmp/npu-assets         write every shipped file under a folder
+  npu-assets summary .                       draft migrate_to_cloudrobo/ADAPTATION_SUMMARY.md
+
+Exit status: 0 ok; 1 the summary was edited by hand and kept (use --force); 2 usage or tool error.";
+
+#[derive(Parser)]
+#[command(
+    name = "npu-assets",
+    version,
+    about = "The templates, runtime patches and fix templates of npu-patcher, embedded in one binary",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+    /// Color in error messages.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// List every shipped file, one path per line.
+    #[command(after_help = "Example:\n  npu-assets list --format json")]
+    List {
+        #[arg(long, value_enum, default_value_t = Format::Text)]
+        format: Format,
+    },
+    /// Print one shipped file to stdout.
+    #[command(
+        after_help = "Examples:\n  npu-assets show templates/env_npu.sh\n  npu-assets show P_RND.md\n  npu-assets show train.sh | diff - migrate_to_cloudrobo/train.sh"
+    )]
+    Show {
+        /// Path under assets/ (as `list` prints it), or a file name that matches one asset.
+        name: String,
+    },
+    /// Write every shipped file under DIR (files that differ are kept unless --force).
+    #[command(after_help = "Example:\n  npu-assets extract ./npu-assets-copy")]
+    Extract {
+        dir: PathBuf,
+        /// Replace files that differ from the shipped ones.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Create PROJECT/migrate_to_cloudrobo/ with env_npu.sh, train.sh and runtime_patches.py.
+    ///
+    /// Run it again to update the files: a file you changed is never overwritten (it is
+    /// reported as `kept`, with the command to compare it) unless you add --force.
+    #[command(
+        after_help = "Examples:\n  npu-assets init .\n  npu-assets init ~/src/openvla --force\n\nThen:\n  ASCEND_RT_VISIBLE_DEVICES=0,1 bash migrate_to_cloudrobo/train.sh python train.py"
+    )]
+    Init {
+        /// The model project root.
+        project: PathBuf,
+        /// Replace files that differ from the shipped ones, even if you changed them.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Draft PROJECT/migrate_to_cloudrobo/ADAPTATION_SUMMARY.md from the tools' records.
+    ///
+    /// Reads issues.json (status and time per issue), `git diff` since the port started
+    /// (the first commit that added migrate_to_cloudrobo/, or --base), the last verify report
+    /// and the training logs. A summary you edited is never overwritten without --force.
+    #[command(
+        after_help = "Examples:\n  npu-assets summary .\n  npu-assets summary . --issues ../issues.json --base v1.0\n  npu-assets summary . --stdout | diff - migrate_to_cloudrobo/ADAPTATION_SUMMARY.md"
+    )]
+    Summary {
+        /// The model project root.
+        project: PathBuf,
+        /// issues.json [default: PROJECT/issues.json, then ./issues.json]
+        #[arg(long, value_name = "PATH")]
+        issues: Option<PathBuf>,
+        /// Commit, branch or tag the port started from [default: the first commit that added migrate_to_cloudrobo/]
+        #[arg(long, value_name = "REV")]
+        base: Option<String>,
+        /// npu-verify's JSON report [default: PROJECT/migrate_to_cloudrobo/verify-report.json]
+        #[arg(long, value_name = "PATH")]
+        verify_report: Option<PathBuf>,
+        /// Print the draft to stdout instead of writing the file.
+        #[arg(long)]
+        stdout: bool,
+        /// Replace a summary that was edited since it was generated.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Why a command did not complete.
+#[derive(Debug)]
+pub enum Failure {
+    Tool(Error),
+    /// Writing the output failed.
+    Io(std::io::Error),
+}
+
+impl Failure {
+    /// Print the failure on stderr (nothing for a closed pipe) and return the exit code: 0 for
+    /// a closed pipe, 1 for a summary kept because it was edited by hand, else 2.
+    pub fn report(&self, color: ColorChoice) -> u8 {
+        match self {
+            Failure::Io(e) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
+            Failure::Io(e) => {
+                let e = WriteOutput(e);
+                cli_support::report_error("npu-assets", &e, color);
+                2
+            }
+            Failure::Tool(e @ Error::EditedSummary { .. }) => {
+                eprintln!("npu-assets: {e}");
+                1
+            }
+            Failure::Tool(e) => {
+                cli_support::report_error("npu-assets", e, color);
+                2
+            }
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write output: {0}")]
+struct WriteOutput<'e>(&'e std::io::Error);
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Tool(e)
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Self {
+        Failure::Io(e)
+    }
+}
+
+/// Run the subcommand; `Ok` carries the exit code.
+pub fn run(command: Command) -> Result<u8, Failure> {
+    let source = Source::Embedded;
+    let mut out = std::io::stdout().lock();
+    match command {
+        Command::List { format } => {
+            let paths = source.list()?;
+            match format {
+                Format::Text => {
+                    for p in paths {
+                        writeln!(out, "{p}")?;
+                    }
+                }
+                Format::Json => {
+                    let rows: Vec<serde_json::Value> = paths
+                        .iter()
+                        .map(|p| {
+                            let size = crate::get(p).map_or(0, <[u8]>::len);
+                            serde_json::json!({ "path": p, "size": size })
+                        })
+                        .collect();
+                    writeln!(out, "{}", serde_json::Value::Array(rows))?;
+                }
+            }
+        }
+        Command::Show { name } => {
+            let path = catalog::resolve(&source, &name)?;
+            let bytes = source.read(&path)?.ok_or(Error::MissingAsset { path })?;
+            out.write_all(&bytes)?;
+        }
+        Command::Extract { dir, force } => {
+            let outcomes = install::extract(&dir, force, &source)?;
+            let again = format!("npu-assets extract {} --force", dir.display());
+            report(&mut out, &outcomes, &again)?;
+        }
+        Command::Init { project, force } => {
+            let outcomes = install::init(&project, force, &source)?;
+            let again = format!("npu-assets init {} --force", project.display());
+            report(&mut out, &outcomes, &again)?;
+            if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {
+                return Err(Error::MissingAsset {
+                    path: missing.asset.clone(),
+                }
+                .into());
+            }
+        }
+        Command::Summary {
+            project,
+            issues,
+            base,
+            verify_report,
+            stdout,
+            force,
+        } => {
+            let inputs = summary::gather(&summary::Options {
+                project: project.clone(),
+                issues,
+                base,
+                verify_report,
+            })?;
+            let draft = summary::draft(&inputs, &source)?;
+            for note in &draft.notes {
+                eprintln!("npu-assets: note: {note}");
+            }
+            if stdout {
+                out.write_all(draft.text.as_bytes())?;
+            } else {
+                let path = summary::path_in(&project);
+                let written = summary::write(&path, &draft.text, force)?;
+                let verb = match written {
+                    Written::Created => "created",
+                    Written::Updated => "updated",
+                    Written::Replaced => "replaced",
+                };
+                writeln!(out, "{verb:<9} {}", path.display())?;
+                eprintln!(
+                    "npu-assets: complete the sections marked \"(write this)\" in {}",
+                    path.display()
+                );
+            }
+        }
+    }
+    out.flush()?;
+    Ok(0)
+}
+
+/// One line per file on stdout (`ACTION  PATH`); for kept files, how to compare and replace on stderr.
+fn report(out: &mut impl Write, outcomes: &[Outcome], again: &str) -> std::io::Result<()> {
+    for o in outcomes {
+        writeln!(out, "{:<9} {}", o.action.as_str(), o.target.display())?;
+    }
+    for o in outcomes.iter().filter(|o| o.action == Action::Kept) {
+        eprintln!(
+            "npu-assets: kept {}: it differs from the shipped {} (changed by you?)\n  compare: npu-assets show {} | diff - {}\n  replace: {again}",
+            o.target.display(),
+            o.asset,
+            o.asset,
+            o.target.display()
+        );
+    }
+    Ok(())
+}

@@ -1,0 +1,136 @@
+//! `npu-train`'s command line: the arguments, and running the launch command with them. The
+//! binary parses [`Cli`] and calls [`run`]; this module is the tool's output, so it prints: the
+//! dry-run plan on stdout, the launcher's own notes and errors on stderr.
+
+#![allow(
+    clippy::print_stdout,
+    clippy::print_stderr,
+    reason = "the command line's output module"
+)]
+// Doc comments here are the --help text, where Markdown backticks would show literally.
+#![allow(clippy::doc_markdown)]
+
+use crate::{Error, Result, env, launch, log};
+use clap::Parser;
+use issue_model::cli_support::{self, ColorChoice};
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::PathBuf;
+
+const AFTER_HELP: &str = "\
+Examples:
+  ASCEND_RT_VISIBLE_DEVICES=0,1 npu-train bash examples/finetune.sh
+  npu-train python train.py --config configs/train.yaml
+  npu-train torchrun --nproc_per_node 8 train.py
+  npu-train --dry-run                      print the environment it would set
+
+What it does, like migrate_to_cloudrobo/train.sh:
+  sources migrate_to_cloudrobo/env_npu.sh with bash and runs the command in the resulting
+  environment; puts migrate_to_cloudrobo/ first on PYTHONPATH; copies stdout and stderr (merged,
+  in order) to migrate_to_cloudrobo/logs/train_<YYYYmmdd_HHMMSS>.log while showing them.
+  It also forwards Ctrl-C, SIGTERM and SIGHUP to the command's whole process group. The command
+  runs in its own process group, so it cannot read from the terminal (no interactive pdb).
+
+Exit status: the command's own; 128+N if signal N ended it; 125 npu-train failed (bad usage,
+no migrate_to_cloudrobo/, env_npu.sh failed, log not writable); 126 the command cannot be run;
+127 the command was not found.";
+
+#[derive(Parser)]
+#[command(
+    name = "npu-train",
+    version,
+    about = "Run a training command on Ascend NPUs: env_npu.sh, PYTHONPATH, a log, signal forwarding",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    /// The model project root (the folder holding migrate_to_cloudrobo/).
+    #[arg(long, value_name = "DIR", default_value = ".")]
+    pub project: PathBuf,
+    /// Where to write the log [default: PROJECT/migrate_to_cloudrobo/logs]
+    #[arg(long, value_name = "DIR")]
+    pub log_dir: Option<PathBuf>,
+    /// Color in error messages.
+    #[arg(long, value_enum, default_value_t = ColorChoice::Auto, value_name = "WHEN")]
+    pub color: ColorChoice,
+    /// Print the environment it would set (as `export NAME=value` lines) and exit.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// The launch command and its arguments, passed through unchanged.
+    #[arg(
+        value_name = "COMMAND",
+        trailing_var_arg = true,
+        allow_hyphen_values = true
+    )]
+    pub command: Vec<OsString>,
+}
+
+/// The launcher's own failures exit 125, like env(1), so they never look like the command's.
+pub const OWN_FAILURE: u8 = 125;
+
+/// Parse the arguments; `Err` is the exit code after clap printed help, the version or a usage
+/// error (a usage error is the launcher's own failure, 125).
+pub fn parse() -> std::result::Result<Cli, u8> {
+    Cli::try_parse().map_err(|e| {
+        let _ = e.print();
+        if e.use_stderr() { OWN_FAILURE } else { 0 }
+    })
+}
+
+/// Run the launch command and return the exit code: the command's own, or the launcher's for
+/// its failures (printed on stderr).
+pub fn run(cli: &Cli) -> u8 {
+    usage(cli).and_then(|()| launch(cli)).unwrap_or_else(|e| {
+        cli_support::report_error("npu-train", &e, cli.color);
+        e.exit_code()
+    })
+}
+
+/// What clap cannot check: an option after the command's start, and a missing command.
+fn usage(cli: &Cli) -> Result<()> {
+    if let Some(first) = cli.command.first().and_then(|c| c.to_str())
+        && first.starts_with('-')
+    {
+        return Err(Error::Usage(format!(
+            "unknown option `{first}`; npu-train's options go before the command (see --help)"
+        )));
+    }
+    if cli.command.is_empty() && !cli.dry_run {
+        return Err(Error::Usage(
+            "no launch command given\n  usage: npu-train [OPTIONS] <COMMAND>...\n  example: npu-train python train.py --config configs/train.yaml"
+                .to_owned(),
+        ));
+    }
+    Ok(())
+}
+
+fn launch(cli: &Cli) -> Result<u8> {
+    let current: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
+    let plan = env::plan(&cli.project, &current)?;
+    for note in &plan.notes {
+        eprintln!("npu-train: warning: {note}");
+    }
+    if let Ok(devices) = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
+        && let Some(warning) = env::check_visible_devices(&devices)
+    {
+        eprintln!("npu-train: warning: {warning}");
+    }
+    let log_dir = cli
+        .log_dir
+        .clone()
+        .unwrap_or_else(|| plan.migrate_dir.join("logs"));
+    if cli.dry_run {
+        print!("{}", env::render(&plan));
+        if !cli.command.is_empty() {
+            println!("# command: {}", log::command_line(&cli.command));
+        }
+        println!("# log: {}", log::next_name(&log_dir).display());
+        return Ok(0);
+    }
+    let log = log::create(&log_dir, &cli.command)?;
+    eprintln!("npu-train: logging to {}", log.path.display());
+    let finished = launch::run(&cli.command, &plan, Some(log))?;
+    for note in &finished.notes {
+        eprintln!("npu-train: warning: {note}");
+    }
+    Ok(finished.code)
+}
