@@ -127,22 +127,29 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
     times = [round(t, 4) for t in observer.step_times]
     ended = ending(outcome, root) if outcome.kind != "stopped" else None
     data = {"steps": steps, "step_times_s": times, "outcome": outcome.kind}
+    # npu-scan's facts: the entry (or a project file it imports) builds no optimizer it steps.
     no_optimizer = steps == 0 and request.get("entry_trains") is False
-    if no_optimizer:
-        ended_how = "; {}".format(ended[1]) if ended is not None else ""
-        extra = failure_data(raised(outcome), ended[3], **data) if ended is not None else data
+    no_optimizer_text = "the program ran no optimizer step: npu-scan found no optimizer that it builds and steps"
+    no_optimizer_remedy = (
+        "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train"
+    )
+    if ended is not None:
+        status, detail, remedy, reason = ended
+        data = failure_data(raised(outcome), reason, **data)
+        if no_optimizer:
+            detail = "{} (in the entry or the project files it imports), and {}".format(no_optimizer_text, detail)
+            remedy = "{}; {}".format(no_optimizer_remedy, remedy)
+        else:
+            detail = "after {} of {} optimizer steps, {}".format(steps, want, detail)
+        results.check("pipeline.run", FAIL, detail, remedy, data=data)
+    elif no_optimizer:
         results.check(
             "pipeline.run",
             FAIL,
-            "the program ran no optimizer step: npu-scan found no optimizer that it builds and steps, in the "
-            "entry or the project files it imports{}".format(ended_how),
-            "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train",
-            data=dict(extra, reason="no-optimizer", ended=extra.get("reason")),
+            "{} in the entry or the project files it imports".format(no_optimizer_text),
+            no_optimizer_remedy,
+            data=dict(data, reason="no-optimizer"),
         )
-    elif ended is not None:
-        status, detail, remedy, reason = ended
-        data = failure_data(raised(outcome), reason, **data)
-        results.check("pipeline.run", FAIL, "after {} of {} optimizer steps, {}".format(steps, want, detail), remedy, data=data)
     elif steps < want:
         results.check(
             "pipeline.run",

@@ -22,10 +22,13 @@
 //! - [`entry_points`]: the project's entry points, whether each uses torch, sets up the NPU
 //!   and trains, and how it takes its config; [`facts`]: every file's [`FileFacts`] (also
 //!   where the runtime patcher is built and applied) in a [`Project`], without running rules.
+//! - [`blocks::top_level_blocks`]: a module's top-level `class` / `def` blocks by name, for
+//!   comparing two versions of one module.
 //! - [`rules::registry`]: every rule with its id, name, category, severity, performance flag,
 //!   fix template and documentation.
 
 mod analysis;
+pub mod blocks;
 pub mod checker;
 pub mod cli;
 mod contexts;

@@ -235,3 +235,66 @@ fn choose_config(
         None => Ok((None, None)),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser as _;
+
+    const TRAINS: &str = "import torch\n\ndef main():\n    m = torch.nn.Linear(2, 2).cuda()\n    opt = torch.optim.SGD(m.parameters(), lr=0.1)\n    opt.step()\n\n\
+if __name__ == \"__main__\":\n    main()\n";
+    const CHECKS: &str =
+        "import torch\n\nif __name__ == \"__main__\":\n    print(torch.load('ckpt.pt'))\n";
+
+    fn plan(root: &Path) -> Result<Plan, String> {
+        let args = Args::parse_from([std::ffi::OsStr::new("npu-verify"), root.as_os_str()]);
+        plan_entry(&args, root, &crate::entry::project(root))
+    }
+
+    #[test]
+    fn the_search_prefers_training_and_passes_over_skipped_entries() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::write(root.join("train_check.py"), CHECKS).unwrap();
+        std::fs::write(root.join("finetune.py"), TRAINS).unwrap();
+        let chosen = plan(root).unwrap();
+        assert_eq!(chosen.entry_file.as_deref(), Some("finetune.py"));
+        assert_eq!(chosen.info.trains, Some(true));
+        assert_eq!(
+            chosen.info.considered,
+            [
+                "finetune.py: builds an optimizer and steps it",
+                "train_check.py: no optimizer that it steps"
+            ]
+        );
+
+        // Skipping finetune.py's P_ENT issue says it is not the port's training entry.
+        let result = scan::scan(root, &scan::Settings::default()).unwrap();
+        scan::write_issues_json(root, ".", &result).unwrap();
+        let path = root.join("issues.json");
+        let mut file = issue_model::load(&path).unwrap();
+        let ent = file
+            .issues
+            .iter_mut()
+            .find(|i| i.pattern == "P_ENT" && i.file == "finetune.py")
+            .expect("finetune.py has a P_ENT issue");
+        ent.status = issue_model::Status::Skipped;
+        ent.reason = Some("a CPU-only check".to_owned());
+        let id = ent.id.clone();
+        issue_model::save(&path, &file).unwrap();
+        let chosen = plan(root).unwrap();
+        assert_eq!(chosen.entry_file.as_deref(), Some("train_check.py"));
+        assert!(
+            chosen
+                .info
+                .chosen_by
+                .contains("no entry point builds an optimizer"),
+            "{}",
+            chosen.info.chosen_by
+        );
+        assert_eq!(
+            chosen.info.considered[0],
+            format!("finetune.py: its P_ENT issue {id} is skipped in issues.json")
+        );
+    }
+}

@@ -3,10 +3,8 @@
 //! scan's facts), and `issues.json` having nothing pending.
 
 use crate::report::Check;
-use regex::Regex;
-use std::collections::BTreeMap;
+use scan::blocks::top_level_blocks;
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
 
 pub const MIGRATE_DIR: &str = "migrate_to_cloudrobo";
 pub const MIGRATE_FILES: [&str; 3] = ["env_npu.sh", "train.sh", "runtime_patches.py"];
@@ -42,60 +40,21 @@ pub fn migrate_dir(root: &Path) -> Check {
     }
 }
 
-static BLOCK_START: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(r"^(?:async\s+)?(?:class|def)\s+([A-Za-z_]\w*)").unwrap());
-
-/// Top-level `class`/`def` blocks by name (decorators included), and the rest of the module as
-/// `<module code>`; trailing whitespace and blank lines do not count.
-pub fn blocks(text: &str) -> BTreeMap<String, String> {
-    let mut out: BTreeMap<String, String> = BTreeMap::new();
-    let mut current = "<module code>".to_owned();
-    let mut pending_decorators = String::new();
-    for line in text.lines() {
-        let trimmed = line.trim_end();
-        let top_level = !line.starts_with([' ', '\t']) && !trimmed.is_empty();
-        if top_level {
-            if trimmed.starts_with('@') {
-                pending_decorators.push_str(trimmed);
-                pending_decorators.push('\n');
-                continue;
-            }
-            if let Some(c) = BLOCK_START.captures(trimmed) {
-                c[1].clone_into(&mut current);
-                let body = out.entry(current.clone()).or_default();
-                body.push_str(&pending_decorators);
-                pending_decorators.clear();
-            } else if !trimmed.starts_with('#')
-                && !trimmed.starts_with(')')
-                && !trimmed.starts_with(']')
-            {
-                "<module code>".clone_into(&mut current);
-            }
-        }
-        let body = out.entry(current.clone()).or_default();
-        if !pending_decorators.is_empty() {
-            body.push_str(&pending_decorators);
-            pending_decorators.clear();
-        }
-        if !trimmed.is_empty() {
-            body.push_str(trimmed);
-            body.push('\n');
-        }
-    }
-    out.retain(|_, body| !body.is_empty());
-    out
-}
-
 /// How a copy of `runtime_patches.py` differs from the shipped one.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct PatchDiff {
     pub changed: Vec<String>,
     pub missing: Vec<String>,
     pub added: Vec<String>,
+    /// The copy defines `build_vla_patcher` or `build_npu_patcher`.
+    pub has_builder: bool,
 }
 
-pub fn diff_patches(shipped: &str, copy: &str) -> PatchDiff {
-    let (a, b) = (blocks(shipped), blocks(copy));
+/// Compare the top-level blocks ([`scan::blocks::top_level_blocks`]) of two versions of
+/// `runtime_patches.py`; `Err` says why the copy (or the shipped file) does not parse.
+pub fn diff_patches(shipped: &str, copy: &str) -> Result<PatchDiff, String> {
+    let a = top_level_blocks(shipped).map_err(|e| format!("the shipped version, {e}"))?;
+    let b = top_level_blocks(copy)?;
     let mut diff = PatchDiff::default();
     for (name, body) in &a {
         match b.get(name) {
@@ -105,7 +64,10 @@ pub fn diff_patches(shipped: &str, copy: &str) -> PatchDiff {
         }
     }
     diff.added = b.keys().filter(|k| !a.contains_key(*k)).cloned().collect();
-    diff
+    diff.has_builder = ["build_vla_patcher", "build_npu_patcher"]
+        .iter()
+        .any(|name| b.contains_key(*name));
+    Ok(diff)
 }
 
 /// The project's `runtime_patches.py` equals the shipped one, or which patches differ.
@@ -127,10 +89,17 @@ pub fn runtime_patches(root: &Path, shipped: Option<&[u8]>) -> Check {
     }
     let copy = String::from_utf8_lossy(&copy);
     let shipped = String::from_utf8_lossy(shipped);
-    let diff = diff_patches(&shipped, &copy);
-    let has_builder = ["build_vla_patcher", "build_npu_patcher"]
-        .iter()
-        .any(|b| blocks(&copy).contains_key(*b));
+    let diff = match diff_patches(&shipped, &copy) {
+        Ok(diff) => diff,
+        Err(why) => {
+            return Check::fail(
+                NAME,
+                format!("runtime_patches.py does not parse: {why}"),
+                "restore the shipped runtime_patches.py: `npu-assets init PROJECT --force`",
+            );
+        }
+    };
+    let has_builder = diff.has_builder;
     let mut parts = Vec::new();
     if !diff.changed.is_empty() {
         parts.push(format!("changed: {}", diff.changed.join(", ")));
@@ -320,9 +289,17 @@ mod tests {
 
     #[test]
     fn identical_text_has_no_difference() {
-        assert_eq!(diff_patches(SHIPPED, SHIPPED), PatchDiff::default());
+        assert_eq!(
+            diff_patches(SHIPPED, SHIPPED).unwrap().changed,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            diff_patches(SHIPPED, SHIPPED).unwrap().added,
+            Vec::<String>::new()
+        );
         let trailing = SHIPPED.replace("x = 1", "x = 1   ") + "\n\n";
-        assert_eq!(diff_patches(SHIPPED, &trailing), PatchDiff::default());
+        let diff = diff_patches(SHIPPED, &trailing).unwrap();
+        assert!(diff.changed.is_empty() && diff.missing.is_empty() && diff.added.is_empty());
     }
 
     #[test]
@@ -331,7 +308,7 @@ mod tests {
             .replace("return 1", "return 2")
             .replace("@dataclass\nclass B:\n    y = 2\n", "")
             + "\nclass C:\n    pass\n";
-        let diff = diff_patches(SHIPPED, &copy);
+        let diff = diff_patches(SHIPPED, &copy).unwrap();
         assert_eq!(diff.changed, vec!["A"]);
         assert_eq!(diff.missing, vec!["B"]);
         assert_eq!(diff.added, vec!["C"]);
@@ -340,12 +317,15 @@ mod tests {
     #[test]
     fn decorator_changes_count_for_their_block() {
         let copy = SHIPPED.replace("@dataclass", "@dataclass(frozen=True)");
-        assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["B"]);
+        assert_eq!(diff_patches(SHIPPED, &copy).unwrap().changed, vec!["B"]);
     }
 
     #[test]
     fn module_code_changes_are_reported() {
         let copy = SHIPPED.replace("import torch", "import torch, os");
-        assert_eq!(diff_patches(SHIPPED, &copy).changed, vec!["<module code>"]);
+        assert_eq!(
+            diff_patches(SHIPPED, &copy).unwrap().changed,
+            vec!["<module code>"]
+        );
     }
 }

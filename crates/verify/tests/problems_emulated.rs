@@ -104,6 +104,7 @@ fn a_host_tensor_meeting_device_tensors_is_a_device_mismatch() {
     assert_eq!(code, Some(1));
     let run = check(&report, "pipeline.run");
     assert_eq!(run["data"]["reason"], "device-mismatch", "{run:#}");
+    assert_eq!(run["data"]["group"], "device_mismatch", "{run:#}");
     assert!(
         run["detail"].as_str().unwrap().contains("train.py:14"),
         "{run:#}"
@@ -117,10 +118,9 @@ fn numpy_on_a_device_tensor_fails_without_its_patch() {
     let root = project(dir.path(), &format!("print(x.numpy().shape)\n{STEP}"));
     let (code, report) = run(&root, &[("NPU_PATCHES_DISABLE", "TensorNumpySafe")]);
     assert_eq!(code, Some(1));
-    assert_eq!(
-        check(&report, "pipeline.run")["data"]["reason"],
-        "numpy-on-device"
-    );
+    let failed = &check(&report, "pipeline.run")["data"];
+    assert_eq!(failed["reason"], "numpy-on-device");
+    assert_eq!(failed["group"], "numpy", "the emulator's restriction group");
     // With the patch the same program runs, and the report says the patch fired and where.
     let (code, report) = run(&root, &[]);
     assert_eq!(code, Some(0), "{report:#}");
@@ -176,15 +176,28 @@ fn float64_tensors_on_the_device_are_counted_with_their_line() {
 #[test]
 fn a_program_without_optimizer_steps_fails() {
     let dir = tempfile::tempdir().unwrap();
+    // No `.step()` anywhere: the report says the script does not train, not "0 of 2 steps".
     let root = project(dir.path(), "print(model(x).sum())");
     let (code, report) = run(&root, &[]);
     assert_eq!(code, Some(1));
+    assert_eq!(report["entry"]["trains"], false, "{:#}", report["entry"]);
     let run = check(&report, "pipeline.run");
+    assert_eq!(run["data"]["reason"], "no-optimizer", "{run:#}");
+    let detail = run["detail"].as_str().unwrap();
+    assert!(detail.contains("ran no optimizer step"), "{run:#}");
+    assert!(!detail.contains("0 of 2"), "{run:#}");
+
+    // A training loop that ends early is counted.
+    let root = project(dir.path(), &STEP.replace("range(5)", "range(1)"));
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let run = check(&report, "pipeline.run");
+    assert_eq!(run["data"]["reason"], "too-few-steps", "{run:#}");
     assert!(
         run["detail"]
             .as_str()
             .unwrap()
-            .contains("ended after 0 of 2 optimizer steps"),
+            .contains("ended after 1 of 2 optimizer steps"),
         "{run:#}"
     );
 }
