@@ -2,14 +2,6 @@
 //! summary. The binary parses [`Cli`] and calls [`run`]; this module is the tool's output, so it
 //! prints: stdout carries the product, stderr notes and errors.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::print_stderr,
-    reason = "the command line's output module"
-)]
-// Doc comments here are the --help text, where Markdown backticks would show literally.
-#![allow(clippy::doc_markdown)]
-
 use crate::Error;
 use crate::catalog::{self, Source};
 use crate::install::{self, Action, Outcome};
@@ -30,13 +22,9 @@ Examples:
 
 Exit status: 0 ok; 1 the summary was edited by hand and kept (use --force); 2 usage or tool error.";
 
+/// The templates, runtime patches and fix templates of npu-patcher, embedded in one binary
 #[derive(Parser)]
-#[command(
-    name = "npu-assets",
-    version,
-    about = "The templates, runtime patches and fix templates of npu-patcher, embedded in one binary",
-    after_help = AFTER_HELP
-)]
+#[command(name = "npu-assets", version, after_help = AFTER_HELP)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,

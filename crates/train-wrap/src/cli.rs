@@ -2,14 +2,6 @@
 //! binary parses [`Cli`] and calls [`run`]; this module is the tool's output, so it prints: the
 //! dry-run plan on stdout, the launcher's own notes and errors on stderr.
 
-#![allow(
-    clippy::print_stdout,
-    clippy::print_stderr,
-    reason = "the command line's output module"
-)]
-// Doc comments here are the --help text, where Markdown backticks would show literally.
-#![allow(clippy::doc_markdown)]
-
 use crate::{Error, Result, env, launch, log};
 use clap::Parser;
 use issue_model::cli_support::{self, ColorChoice};

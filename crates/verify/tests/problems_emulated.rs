@@ -181,11 +181,11 @@ fn a_program_without_optimizer_steps_fails() {
     let (code, report) = run(&root, &[]);
     assert_eq!(code, Some(1));
     assert_eq!(report["entry"]["trains"], false, "{:#}", report["entry"]);
-    let run = check(&report, "pipeline.run");
-    assert_eq!(run["data"]["reason"], "no-optimizer", "{run:#}");
-    let detail = run["detail"].as_str().unwrap();
-    assert!(detail.contains("ran no optimizer step"), "{run:#}");
-    assert!(!detail.contains("0 of 2"), "{run:#}");
+    let ran = check(&report, "pipeline.run");
+    assert_eq!(ran["data"]["reason"], "no-optimizer", "{ran:#}");
+    let detail = ran["detail"].as_str().unwrap();
+    assert!(detail.contains("ran no optimizer step"), "{ran:#}");
+    assert!(!detail.contains("0 of 2"), "{ran:#}");
 
     // A training loop that ends early is counted.
     let root = project(dir.path(), &STEP.replace("range(5)", "range(1)"));
