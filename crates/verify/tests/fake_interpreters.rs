@@ -118,7 +118,7 @@ fn a_changed_patch_is_named() {
     let text = std::fs::read_to_string(&path).unwrap();
     let changed = text.replacen(
         "class NanToNumSafe",
-        "class NanToNumSafe  # local edit\nclass _Unused:\n    pass\n\n\nclass NanToNumSafe",
+        "# local edit\nclass _Unused:\n    pass\n\n\nclass NanToNumSafe",
         1,
     );
     assert_ne!(text, changed, "the shipped file has a NanToNumSafe class");
@@ -136,6 +136,27 @@ fn a_changed_patch_is_named() {
             .as_str()
             .unwrap()
             .contains("added: _Unused"),
+        "{patches:#}"
+    );
+
+    // A copy that does not parse is broken, whatever it changed.
+    std::fs::write(
+        &path,
+        text.replacen("class NanToNumSafe", "class NanToNumSafe  # edit\nx", 1),
+    )
+    .unwrap();
+    let out = verify()
+        .arg(&root)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    let patches = check(&json(&out), "static.runtime_patches").clone();
+    assert_eq!(patches["status"], "fail", "{patches:#}");
+    assert!(
+        patches["detail"]
+            .as_str()
+            .unwrap()
+            .contains("runtime_patches.py does not parse: line "),
         "{patches:#}"
     );
 }
