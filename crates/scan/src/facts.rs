@@ -125,6 +125,10 @@ pub struct ImportFact {
 
 /// What the checker learned about one Python file.
 #[derive(Debug, Clone, Default, Serialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one file, one field each"
+)]
 pub struct FileFacts {
     /// Relative `/` path.
     pub path: String,

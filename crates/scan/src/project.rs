@@ -15,6 +15,10 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// An entry point of the project: a file that starts a program.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one file, one field each"
+)]
 pub struct EntryPoint {
     /// Relative `/` path.
     pub file: String,

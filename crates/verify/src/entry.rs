@@ -15,6 +15,10 @@ use std::sync::LazyLock;
 
 /// A Python file that starts a program.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts of one file, one field each"
+)]
 pub struct Entry {
     /// Relative to the project root, `/`-separated.
     pub file: String,
