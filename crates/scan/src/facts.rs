@@ -3,10 +3,15 @@
 //! whether it trains (builds an optimizer and steps it). The checker records them as it walks the file (through
 //! [`FactRecorder`]); [`crate::project::Project`] gathers them across files.
 
+mod calls;
+
 use crate::finding::{SourceFile, locate};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
+use calls::{
+    called_name, is_patcher_builder, is_patcher_call, may_build_optimizer, optimizer_source,
+};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -199,80 +204,6 @@ struct Patchers {
     applied_names: BTreeSet<String>,
     /// Start offsets of builder calls applied in place.
     applied_calls: BTreeSet<u32>,
-}
-
-/// Names of the runtime patcher's builders.
-fn is_patcher_builder(name: &str) -> bool {
-    matches!(name, "build_vla_patcher" | "build_npu_patcher")
-}
-
-/// The last name of a called expression (`f` in `f(...)`, `m.f(...)`).
-fn called_name(func: &Expr) -> &str {
-    match func {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => "",
-    }
-}
-
-/// The expression is a call of a patcher builder.
-fn is_patcher_call(expr: &Expr) -> bool {
-    matches!(expr, Expr::Call(c) if is_patcher_builder(called_name(&c.func)))
-}
-
-/// A name that may build an optimizer; only these are resolved (resolving allocates).
-fn may_build_optimizer(name: &str) -> bool {
-    name.contains("Adam")
-        || name.starts_with("create_optimizer")
-        || matches!(
-            name,
-            "SGD"
-                | "RMSprop"
-                | "Adagrad"
-                | "Adadelta"
-                | "ASGD"
-                | "LBFGS"
-                | "Rprop"
-                | "Adafactor"
-                | "Lion"
-                | "LAMB"
-                | "FusedLAMB"
-                | "FusedSGD"
-                | "NpuFusedSGD"
-                | "Muon"
-                | "initialize"
-                | "Trainer"
-        )
-}
-
-/// Where a qualified name builds an optimizer: `Some(true)` for a trainer that also steps it.
-fn optimizer_source(qualified: &str) -> Option<bool> {
-    const OPTIMIZER_MODULES: &[&str] = &[
-        "torch.optim.",
-        "torch_npu.optim.",
-        "apex.optimizers.",
-        "bitsandbytes.optim.",
-        "timm.optim.",
-        "transformers.optimization.",
-        "deepspeed.ops.",
-    ];
-    if matches!(
-        qualified,
-        "lightning.Trainer"
-            | "lightning.pytorch.Trainer"
-            | "pytorch_lightning.Trainer"
-            | "transformers.Trainer"
-    ) {
-        return Some(true);
-    }
-    let optimizer = (OPTIMIZER_MODULES.iter().any(|m| qualified.starts_with(m))
-        && !qualified.starts_with("torch.optim.lr_scheduler")
-        && !qualified.starts_with("torch.optim.swa_utils"))
-        || matches!(
-            qualified,
-            "transformers.AdamW" | "deepspeed.initialize" | "bitsandbytes.optim"
-        );
-    optimizer.then_some(false)
 }
 
 impl FactRecorder {
