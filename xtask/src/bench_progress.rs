@@ -1,34 +1,29 @@
-//! `cargo xtask bench progress`: `npu-progress` on a generated issues.json with many issues.
+//! `cargo xtask bench progress`: every `npu-progress` command on realistic issues.json files,
+//! next to CPython's `json.load` of the same file.
 //!
-//! Generates a project of small Python files and an issues.json with `--issues` issues over
-//! them (ids and fingerprints made by issue-model, as the scanner makes them), builds the
-//! release binary, then times each command over `--runs` runs (median, min, max wall ms) and
-//! measures its peak RSS with `/usr/bin/time`. Targets: under 50 ms and 100 MB. `--fixed`
-//! re-checks the fix by scanning the issue's file (the whole project for a project-level
-//! rule; the generated issues are all file-local), so it is reported both with the re-check
-//! and with `--force` (the issues.json work alone).
+//! For each size (`--issues`, by default 326, 2,000 and 20,000 issues) the demo project
+//! (`assets/demo/tiny-vla`) is copied as many times as that takes, the copies are scanned with
+//! the scan library, and the first issues of the scan are written as issues.json, as `npu-scan`
+//! writes it. Each command then runs `--runs` times on the release binary (median, min and max
+//! wall ms, the process start included); `json.load` is timed inside one `python3` process.
+//! `--fixed` is timed with its re-check (the issue's file is first replaced by its fixed version
+//! from `assets/demo/tiny-vla-fixed`, as a user fixes the code first) and with `--force`.
+//! Acceptance: at 2,000 issues every command is no slower than `json.load`.
 
 use anyhow::{Context, Result, bail};
-use issue_model::{
-    Category, HistoryEntry, HistoryStatus, Issue, IssuesFile, Related, Severity, Status, Summary,
-    Tool,
-};
-use std::fmt::Write as _;
+use issue_model::{IssuesFile, Status, Summary, Tool};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Issues in the generated issues.json.
-    #[arg(long, default_value_t = 20_000)]
-    issues: usize,
+    /// Sizes of the issues.json files, in issues (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [326, 2_000, 20_000])]
+    issues: Vec<usize>,
     /// Timed runs per command.
     #[arg(long, default_value_t = 9)]
     runs: usize,
-    /// Issues per generated Python file.
-    #[arg(long, default_value_t = 40)]
-    per_file: usize,
     /// Use this npu-progress binary instead of building the release one.
     #[arg(long, value_name = "PATH")]
     binary: Option<PathBuf>,
@@ -37,24 +32,12 @@ pub struct Args {
     dir: Option<PathBuf>,
 }
 
-impl Default for Args {
-    fn default() -> Args {
-        Args {
-            issues: 20_000,
-            runs: 9,
-            per_file: 40,
-            binary: None,
-            dir: None,
-        }
-    }
-}
-
-const TARGET_MS: f64 = 50.0;
-const TARGET_MB: f64 = 100.0;
+/// The size the acceptance is judged at.
+const ACCEPTANCE_ISSUES: usize = 2_000;
 
 pub fn run(args: &Args) -> Result<()> {
-    if args.runs == 0 || args.issues < 2 * args.runs + 1 || args.per_file == 0 {
-        bail!("need --runs >= 1, --per-file >= 1 and --issues > 2 x --runs");
+    if args.runs == 0 || args.issues.iter().any(|&n| n < 6 * args.runs) {
+        bail!("need --runs >= 1 and every size >= 6 x --runs");
     }
     let binary = match &args.binary {
         Some(binary) => binary
@@ -63,102 +46,113 @@ pub fn run(args: &Args) -> Result<()> {
         None => build()?,
     };
     let work = WorkDir::new(args.dir.clone())?;
-    let dir = work.path.as_path();
-    eprintln!(
-        "bench: generating {} issues in {}",
-        args.issues,
-        dir.display()
-    );
-    let file = generate(dir, args.issues, args.per_file)?;
+    let mut verdict = None;
+    for &count in &args.issues {
+        let dir = work.path.join(format!("issues-{count}"));
+        fs::create_dir_all(&dir)?;
+        let rows = bench_size(&binary, &dir, count, args.runs)?;
+        if count == ACCEPTANCE_ISSUES {
+            verdict = Some(rows.iter().all(|row| row.median_ms <= row.json_load_ms));
+        }
+    }
+    match verdict {
+        Some(met) => println!(
+            "acceptance (every command at {ACCEPTANCE_ISSUES} issues no slower than json.load): {}",
+            if met { "met" } else { "NOT met" }
+        ),
+        None => println!("acceptance not judged: no {ACCEPTANCE_ISSUES}-issue run"),
+    }
+    Ok(())
+}
+
+/// Generate a project and issues.json of `count` issues in `dir`, time every command, print
+/// the table.
+fn bench_size(binary: &Path, dir: &Path, count: usize, runs: usize) -> Result<Vec<Row>> {
+    eprintln!("bench: scanning copies of the demo for {count} issues");
+    let file = generate(dir, count)?;
     let json = dir.join("issues.json");
     issue_model::save(&json, &file)?;
-    let size_mb = bytes_to_mb(fs::metadata(&json)?.len());
-    let lines: usize = args.per_file * 3 + 4;
-    let files = args.issues.div_ceil(args.per_file);
+    let json_load_ms = json_load(&json, runs)?;
+    let bench = Bench { binary, dir };
     println!(
-        "npu-progress on {} issues: issues.json {size_mb:.1} MB; project {files} files, {} lines",
-        args.issues,
-        files * lines
+        "\nnpu-progress on {count} issues (issues.json {:.1} MB); json.load median {json_load_ms:.1} ms",
+        bytes_to_mb(fs::metadata(&json)?.len())
     );
 
-    // Issues to mark, from the end of the file (`pop` takes the last), which the --next runs
-    // below do not reach; any they do reach is skipped, so every timed --fixed is a real change.
-    let mut ids: Vec<(String, String)> = file
-        .issues
-        .iter()
-        .map(|i| (i.id.clone(), i.file.clone()))
-        .collect();
-    let mut shown = std::collections::HashSet::new();
-    let bench = Bench {
-        binary,
-        dir,
-        time: Path::new("/usr/bin/time").exists(),
+    // Every timed change is a real one: each command marks an issue no other command used.
+    let mut picks = Picks::new(&file);
+    let mut rows = Vec::new();
+    let mut row = |name: &'static str, samples: Vec<f64>| {
+        rows.push(Row::new(name, samples, json_load_ms));
     };
-    let runs = args.runs;
-    let mut rows: Vec<Row> = Vec::new();
 
-    // --next, first time an issue is shown: records a `shown` entry (a write). Marking the
-    // shown issue fixed between runs (untimed) moves on to a new one.
+    // The first show records a `shown` entry (a write); marking the issue fixed between runs
+    // (untimed) moves on to a new one.
     let mut samples = Vec::new();
     for _ in 0..runs {
-        samples.push(bench.sample(&["issues.json", "--next"], 0)?);
+        samples.push(bench.time(&["--next"], 0)?);
         let id = bench.next_id()?;
-        bench.run_quiet(&["issues.json", "--fixed", &id, "--force"])?;
-        shown.insert(id);
+        bench.time(&["--fixed", &id, "--force"], 0)?;
+        picks.used.insert(id);
     }
-    rows.push(Row::new("--next (first show, writes)", &samples));
+    row("--next (first show, writes)", samples);
+    // Shown once (untimed), the issue is then read without a write.
+    let shown = bench.next_id()?;
+    row(
+        "--next (shown before, read only)",
+        bench.repeat(runs, &["--next"], 0)?,
+    );
+    row("--show", bench.repeat(runs, &["--show", &shown], 0)?);
+    row("--list", bench.repeat(runs, &["--list"], 0)?);
+    row("--summary", bench.repeat(runs, &["--summary"], 0)?);
+    row(
+        "--check-complete",
+        bench.repeat(runs, &["--check-complete"], 1)?,
+    );
 
-    let samples = (0..runs)
-        .map(|_| bench.sample(&["issues.json", "--next"], 0))
-        .collect::<Result<Vec<_>>>()?;
-    rows.push(Row::new("--next (shown before, read only)", &samples));
+    let mut samples = Vec::new();
+    let mut forced = Vec::new();
+    for _ in 0..runs {
+        let issue = picks.take(|_| true)?;
+        samples.push(bench.time(&["--fixed", &issue.id, "--force"], 0)?);
+        forced.push(issue.id);
+    }
+    row("--fixed --force", samples);
 
-    let mut unmarked = || loop {
-        let (id, rel) = ids.pop().context("out of issues")?;
-        if !shown.contains(&id) {
-            return anyhow::Ok((id, rel));
-        }
-    };
-    let mut marked = Vec::new();
     let mut samples = Vec::new();
     for _ in 0..runs {
-        let (id, _) = unmarked()?;
-        samples.push(bench.sample(&["issues.json", "--fixed", &id, "--force"], 0)?);
-        marked.push(id);
+        let issue =
+            picks.take(|i| !scan::rules::get(&i.pattern).is_none_or(|r| r.project_level))?;
+        bench.fix_code(&issue.file)?;
+        samples.push(bench.time(&["--fixed", &issue.id], 0)?);
     }
-    rows.push(Row::new("--fixed --force (no re-check)", &samples));
+    row("--fixed (re-checks the file)", samples);
 
-    // The code is fixed first (untimed), as a user does before running --fixed.
     let mut samples = Vec::new();
     for _ in 0..runs {
-        let (id, rel) = unmarked()?;
-        fs::write(dir.join("proj").join(rel), source(args.per_file, true))?;
-        samples.push(bench.sample(&["issues.json", "--fixed", &id], 0)?);
-        marked.push(id);
+        let issue = picks.take(|i| !i.performance)?;
+        let args = ["--skip", &issue.id, "--reason", "bench: not on this port"];
+        samples.push(bench.time(&args, 0)?);
     }
-    rows.push(Row::new("--fixed (re-checks the file)", &samples));
-    // Every timed --fixed left its issue fixed; none of them had been marked before (`unmarked`
-    // skips the ones the --next runs fixed), so each was a real change, not a no-op.
+    row("--skip", samples);
+
+    let mut samples = Vec::new();
+    for id in &forced {
+        samples.push(bench.time(&["--reopen", id], 0)?);
+    }
+    row("--reopen", samples);
+
     let after = issue_model::load(&json)?;
-    let fixed_now = after
+    let reopened = after
         .issues
         .iter()
-        .filter(|i| marked.contains(&i.id) && i.status == Status::Fixed)
+        .filter(|i| forced.contains(&i.id) && i.status == Status::Pending)
         .count();
-    if fixed_now != marked.len() {
-        bail!(
-            "only {fixed_now} of the {} issues marked are fixed",
-            marked.len()
-        );
+    if reopened != forced.len() || after.issues.len() != count {
+        bail!("the timed commands did not leave the file as they should have");
     }
-
-    let samples = (0..runs)
-        .map(|_| bench.sample(&["issues.json", "--check-complete"], 1))
-        .collect::<Result<Vec<_>>>()?;
-    rows.push(Row::new("--check-complete (lists all pending)", &samples));
-
-    print_rows(&rows, bench.time);
-    Ok(())
+    print_rows(&rows);
+    Ok(rows)
 }
 
 /// Build the release binary; return its path.
@@ -207,11 +201,13 @@ impl WorkDir {
             std::env::temp_dir().join(format!("npu-progress-bench-{}", std::process::id()))
         });
         if path.exists() {
-            if path.join("issues.json").exists() || fs::read_dir(&path)?.next().is_none() {
-                fs::remove_dir_all(&path)?;
-            } else {
+            let ours = fs::read_dir(&path)?
+                .flatten()
+                .all(|entry| entry.file_name().to_string_lossy().starts_with("issues-"));
+            if !ours {
                 bail!("{} exists and is not a benchmark directory", path.display());
             }
+            fs::remove_dir_all(&path)?;
         }
         fs::create_dir_all(&path)?;
         Ok(WorkDir { path, keep })
@@ -226,72 +222,31 @@ impl Drop for WorkDir {
     }
 }
 
-/// The project under `dir/proj` and its issues: `per_file` findings per file, a mix of
-/// patterns, severities and symbols, some with related places, all pending.
-fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
-    const PATTERNS: [(&str, Category); 6] = [
-        ("P_RND", Category::Device),
-        ("P_FLA", Category::Operator),
-        ("P_VEC", Category::Structure),
-        ("P_LTM", Category::Framework),
-        ("P_TGT", Category::Semantic),
-        ("P_DEV", Category::Device),
-    ];
-    let now = "2025-03-01T08:00:00Z";
-    let mut issues = Vec::with_capacity(count);
-    let files = count.div_ceil(per_file);
-    for f in 0..files {
-        let rel = format!("pkg_{:02}/module_{f:04}.py", f % 25);
-        let path = dir.join("proj").join(&rel);
-        fs::create_dir_all(path.parent().context("a file has a parent")?)?;
-        fs::write(&path, source(per_file, false))?;
-        for k in 0..per_file.min(count - issues.len()) {
-            let n = issues.len();
-            let (pattern, category) = PATTERNS[n % PATTERNS.len()];
-            let line = u32::try_from(4 + 3 * k + 2)?;
-            let symbol = format!("Block.step_{k}");
-            let snippet = format!("noise_{k} = torch.randn(x.shape[0], {k})");
-            let fingerprint = issue_model::fingerprint(pattern, &rel, Some(&symbol), &snippet, 0);
-            issues.push(Issue {
-                id: String::new(),
-                pattern: pattern.to_owned(),
-                category,
-                severity: if n % 3 == 0 {
-                    Severity::Warning
-                } else {
-                    Severity::Error
-                },
-                performance: pattern == "P_TGT",
-                file: rel.clone(),
-                line,
-                column: 9,
-                end_line: line,
-                end_column: 48,
-                symbol: Some(symbol),
-                message: "torch.randn without device= creates the tensor on the CPU while the model runs on the NPU; pass device=x.device".to_owned(),
-                snippet,
-                related: if n % 10 == 0 {
-                    vec![Related {
-                        file: rel.clone(),
-                        line: line + 1,
-                        column: 9,
-                        note: "the tensor is used here".to_owned(),
-                    }]
-                } else {
-                    Vec::new()
-                },
-                fix_template: format!("references/fix-templates/{pattern}.md"),
-                fingerprint,
-                status: Status::Pending,
-                reason: None,
-                history: vec![HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Found,
-                    note: None,
-                }],
-            });
-        }
+fn demo() -> PathBuf {
+    crate::project_root().join("assets/demo")
+}
+
+/// Copies of the demo under `dir/proj` (`copy_0000/...`), enough for `count` issues, scanned;
+/// the first `count` issues of the scan, with ids, as a first `npu-scan` writes them.
+fn generate(dir: &Path, count: usize) -> Result<IssuesFile> {
+    let demo = demo().join("tiny-vla");
+    let per_copy = scan::scan(&demo, &scan::Settings::default())?.issues.len();
+    if per_copy == 0 {
+        bail!("the demo project has no findings");
     }
+    let proj = dir.join("proj");
+    for copy in 0..=count.div_ceil(per_copy) {
+        copy_tree(&demo, &proj.join(format!("copy_{copy:04}")))?;
+    }
+    let mut result = scan::scan(&proj, &scan::Settings::default())?;
+    if result.issues.len() < count {
+        bail!(
+            "the copies of the demo gave {} issues, fewer than {count}",
+            result.issues.len()
+        );
+    }
+    result.issues.truncate(count);
+    let now = issue_model::now_rfc3339();
     let fresh = IssuesFile {
         schema_version: issue_model::SCHEMA_VERSION,
         tool: Tool {
@@ -299,62 +254,86 @@ fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
             version: "bench".to_owned(),
         },
         root: "proj".to_owned(),
-        scanned_at: now.to_owned(),
+        scanned_at: now.clone(),
         summary: Summary::default(),
-        issues,
-        unparsed: Vec::new(),
+        issues: result.issues,
+        unparsed: result.unparsed,
     };
-    // The merge gives each issue its short id, exactly as a first scan does.
-    Ok(issue_model::merge(None, fresh, now).0)
+    Ok(issue_model::merge(None, fresh, &now).0)
 }
 
-/// A generated module: one method per finding, each drawing noise with `torch.randn`; `fixed`
-/// draws it on the input's device.
-fn source(per_file: usize, fixed: bool) -> String {
-    let device = if fixed { ", device=x.device" } else { "" };
-    let mut text = String::from("import torch\n\n\nclass Block(torch.nn.Module):\n");
-    for k in 0..per_file {
-        let _ = write!(
-            text,
-            "    def step_{k}(self, x):\n        noise_{k} = torch.randn(x.shape[0], {k}{device})\n        return x + noise_{k}\n"
-        );
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            if entry.file_name() != "__pycache__" {
+                copy_tree(&entry.path(), &target)?;
+            }
+        } else {
+            fs::copy(entry.path(), target)?;
+        }
     }
-    text
+    Ok(())
+}
+
+/// CPython's `json.load` of `path`, median ms of `runs` loads in one process.
+fn json_load(path: &Path, runs: usize) -> Result<f64> {
+    const SCRIPT: &str = "import json,statistics,sys,time\n\
+        ts=[]\n\
+        for _ in range(int(sys.argv[2])):\n    \
+            t=time.perf_counter()\n    \
+            with open(sys.argv[1]) as f: json.load(f)\n    \
+            ts.append(time.perf_counter()-t)\n\
+        print(statistics.median(ts)*1000)";
+    let out = duct::cmd!("python3", "-c", SCRIPT, path, runs.to_string())
+        .read()
+        .context("python3 -c 'import json; json.load(...)' failed")?;
+    out.trim()
+        .parse()
+        .with_context(|| format!("python3 printed {out:?}"))
+}
+
+/// Issues not yet used by a command, taken from the end of the file.
+struct Picks {
+    issues: Vec<issue_model::Issue>,
+    used: std::collections::HashSet<String>,
+}
+
+impl Picks {
+    fn new(file: &IssuesFile) -> Picks {
+        Picks {
+            issues: file.issues.clone(),
+            used: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The last unused issue that `fits`.
+    fn take(&mut self, fits: impl Fn(&issue_model::Issue) -> bool) -> Result<issue_model::Issue> {
+        let at = self
+            .issues
+            .iter()
+            .rposition(|i| fits(i) && !self.used.contains(&i.id))
+            .context("out of issues to mark")?;
+        let issue = self.issues.remove(at);
+        self.used.insert(issue.id.clone());
+        Ok(issue)
+    }
 }
 
 struct Bench<'a> {
-    binary: PathBuf,
+    binary: &'a Path,
     dir: &'a Path,
-    /// `/usr/bin/time` is there to report CPU time and peak memory.
-    time: bool,
-}
-
-/// One run: wall time, and where `/usr/bin/time` is available, CPU time and peak RSS.
-struct Sample {
-    wall_ms: f64,
-    cpu_ms: Option<f64>,
-    rss_mb: Option<f64>,
 }
 
 impl Bench<'_> {
-    /// Run `npu-progress args` once; it must exit with `expected`.
-    fn sample(&self, args: &[&str], expected: i32) -> Result<Sample> {
-        let report = self.dir.join("time.txt");
-        let (program, command_line): (PathBuf, Vec<String>) = if self.time {
-            let mut command_line: Vec<String> = ["-f", "%U %S %M", "-o"]
-                .map(str::to_owned)
-                .into_iter()
-                .collect();
-            command_line.push(report.display().to_string());
-            command_line.push(self.binary.display().to_string());
-            command_line.extend(args.iter().map(|a| (*a).to_owned()));
-            (PathBuf::from("/usr/bin/time"), command_line)
-        } else {
-            let command_line = args.iter().map(|a| (*a).to_owned()).collect();
-            (self.binary.clone(), command_line)
-        };
+    /// Run `npu-progress issues.json args` once; it must exit with `expected`. Wall ms.
+    fn time(&self, args: &[&str], expected: i32) -> Result<f64> {
+        let mut command_line = vec!["issues.json"];
+        command_line.extend_from_slice(args);
         let started = Instant::now();
-        let output = duct::cmd(program, command_line)
+        let output = duct::cmd(self.binary, &command_line)
             .dir(self.dir)
             .stdout_null()
             .stderr_capture()
@@ -364,47 +343,21 @@ impl Bench<'_> {
         if output.status.code() != Some(expected) {
             bail!(
                 "npu-progress {} exited with {:?}: {}",
-                args.join(" "),
+                command_line.join(" "),
                 output.status.code(),
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let (mut cpu_ms, mut rss_mb) = (None, None);
-        if self.time {
-            // `/usr/bin/time` writes a line first when the command fails; the figures are last.
-            let text = fs::read_to_string(&report)?;
-            let figures: Vec<f64> = text
-                .lines()
-                .last()
-                .unwrap_or("")
-                .split_whitespace()
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("unexpected /usr/bin/time output: {text}"))?;
-            if let [user, system, kib] = figures.as_slice() {
-                cpu_ms = Some((user + system) * 1000.0);
-                rss_mb = Some(kib / 1024.0);
-            }
-        }
-        Ok(Sample {
-            wall_ms,
-            cpu_ms,
-            rss_mb,
-        })
+        Ok(wall_ms)
     }
 
-    fn run_quiet(&self, args: &[&str]) -> Result<()> {
-        duct::cmd(&self.binary, args)
-            .dir(self.dir)
-            .stdout_null()
-            .stderr_null()
-            .run()?;
-        Ok(())
+    fn repeat(&self, runs: usize, args: &[&str], expected: i32) -> Result<Vec<f64>> {
+        (0..runs).map(|_| self.time(args, expected)).collect()
     }
 
     /// The id `--next` shows now.
     fn next_id(&self) -> Result<String> {
-        let out = duct::cmd(&self.binary, ["issues.json", "--next", "--format", "json"])
+        let out = duct::cmd(self.binary, ["issues.json", "--next", "--format", "json"])
             .dir(self.dir)
             .stdout_capture()
             .read()?;
@@ -414,63 +367,57 @@ impl Bench<'_> {
             .map(str::to_owned)
             .context("--next showed no issue")
     }
+
+    /// Replace `rel` (under `proj/copy_NNNN/`) by its fixed version from the demo.
+    fn fix_code(&self, rel: &str) -> Result<()> {
+        let (_, in_demo) = rel.split_once('/').context("a file of a copy")?;
+        let fixed = demo().join("tiny-vla-fixed").join(in_demo);
+        fs::copy(&fixed, self.dir.join("proj").join(rel))
+            .with_context(|| format!("{}", fixed.display()))?;
+        Ok(())
+    }
 }
 
 struct Row {
     name: &'static str,
-    wall: (f64, f64, f64),
-    cpu_ms: Option<f64>,
-    rss_mb: Option<f64>,
+    median_ms: f64,
+    min_ms: f64,
+    max_ms: f64,
+    json_load_ms: f64,
 }
 
 impl Row {
-    fn new(name: &'static str, samples: &[Sample]) -> Row {
-        let median = |mut v: Vec<f64>| -> Option<f64> {
-            v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
-        };
-        let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
-        wall.sort_by(f64::total_cmp);
-        let cpu: Vec<f64> = samples.iter().filter_map(|s| s.cpu_ms).collect();
+    fn new(name: &'static str, mut samples: Vec<f64>, json_load_ms: f64) -> Row {
+        samples.sort_by(f64::total_cmp);
         Row {
             name,
-            wall: (wall[wall.len() / 2], wall[0], wall[wall.len() - 1]),
-            cpu_ms: median(cpu),
-            rss_mb: samples
-                .iter()
-                .filter_map(|s| s.rss_mb)
-                .max_by(f64::total_cmp),
+            median_ms: samples[samples.len() / 2],
+            min_ms: samples[0],
+            max_ms: samples[samples.len() - 1],
+            json_load_ms,
         }
     }
 }
 
-fn print_rows(rows: &[Row], timed: bool) {
-    if timed {
-        println!(
-            "wall includes starting /usr/bin/time; cpu = user + system, 10 ms resolution; peak = max RSS"
-        );
-    }
+fn print_rows(rows: &[Row]) {
     println!(
-        "{:<38} {:>9} {:>8} {:>8} {:>8} {:>8}  targets (<50 ms, <100 MB)",
-        "command", "median ms", "min ms", "max ms", "cpu ms", "peak MB"
+        "{:<30} {:>9} {:>8} {:>8} {:>13}  vs json.load",
+        "command", "median ms", "min ms", "max ms", "json.load ms"
     );
-    let figure = |v: Option<f64>, digits: usize| {
-        v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
-    };
     for row in rows {
-        let (median, min, max) = row.wall;
-        let verdict = match (median < TARGET_MS, row.rss_mb.map(|mb| mb < TARGET_MB)) {
-            (true, Some(true)) => "met",
-            (true, None) => "time met; memory not measured (no /usr/bin/time)",
-            (false, Some(true)) => "time MISSED, memory met",
-            (true, Some(false)) => "time met, memory MISSED",
-            (false, _) => "MISSED",
+        let verdict = if row.median_ms <= row.json_load_ms {
+            "no slower"
+        } else {
+            "SLOWER"
         };
         println!(
-            "{:<38} {median:>9.1} {min:>8.1} {max:>8.1} {:>8} {:>8}  {verdict}",
+            "{:<30} {:>9.1} {:>8.1} {:>8.1} {:>13.1}  {verdict} ({:.2}x)",
             row.name,
-            figure(row.cpu_ms, 0),
-            figure(row.rss_mb, 1),
+            row.median_ms,
+            row.min_ms,
+            row.max_ms,
+            row.json_load_ms,
+            row.median_ms / row.json_load_ms
         );
     }
 }

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::schema::{Issue, IssuesFile, Status};
-use foldhash::{HashMap, HashMapExt as _, HashSet, HashSetExt as _};
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 /// Check `file` (parsed from `bytes`) against the rules of the format.
@@ -46,9 +46,6 @@ struct Problem {
 
 fn problems(file: &IssuesFile) -> Vec<Problem> {
     let mut out = Vec::new();
-    // The sets below are keyed by text from the file itself, hashed with foldhash: SipHash's
-    // resistance to chosen keys buys nothing against the user's own file, and costs a tenth of
-    // a large file's load.
     // Most entries share a few timestamps (every `found` entry has the scan's): parse each once.
     let mut good_times: HashSet<&str> = HashSet::new();
     let mut top = |key: &'static str, message: String| {
