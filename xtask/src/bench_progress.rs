@@ -1,34 +1,32 @@
-//! `cargo xtask bench progress`: `npu-progress` on a generated issues.json with many issues.
+//! `cargo xtask bench progress`: every `npu-progress` command on realistic issues.json files,
+//! next to Python's `json.load` of the same file.
 //!
-//! Generates a project of small Python files and an issues.json with `--issues` issues over
-//! them (ids and fingerprints made by issue-model, as the scanner makes them), builds the
-//! release binary, then times each command over `--runs` runs (median, min, max wall ms) and
-//! measures its peak RSS with `/usr/bin/time`. Targets: under 50 ms and 100 MB. `--fixed`
-//! re-checks the fix by scanning the issue's file (the whole project for a project-level
-//! rule; the generated issues are all file-local), so it is reported both with the re-check
-//! and with `--force` (the issues.json work alone).
+//! For each size (`--issues`, by default 326, 2,000 and 20,000 issues) the demo project
+//! (`assets/demo/tiny-vla`) is copied as many times as that takes, the copies are scanned with
+//! the scan library, and the first issues of the scan are written as issues.json, as `npu-scan`
+//! writes it. Each command then runs `--runs` times on the release binary (median wall ms, the
+//! process start included, and median CPU ms, user + system); after each run, one `python3`
+//! process kept running for the purpose times one `json.load` of the same file (wall and CPU),
+//! so both are measured under the same load of the machine. `--fixed` is timed with its re-check (the issue's file is first replaced by its fixed version
+//! from `assets/demo/tiny-vla-fixed`, as a user fixes the code first) and with `--force`.
+//! Acceptance: at 2,000 issues every command is no slower than `json.load`.
 
 use anyhow::{Context, Result, bail};
-use issue_model::{
-    Category, HistoryEntry, HistoryStatus, Issue, IssuesFile, Related, Severity, Status, Summary,
-    Tool,
-};
-use std::fmt::Write as _;
+use issue_model::{IssuesFile, Status, Summary, Tool};
 use std::fs;
+use std::io::{BufRead as _, BufReader, Write as _};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Instant;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Issues in the generated issues.json.
-    #[arg(long, default_value_t = 20_000)]
-    issues: usize,
+    /// Sizes of the issues.json files, in issues (comma-separated).
+    #[arg(long, value_delimiter = ',', default_values_t = [326, 2_000, 20_000])]
+    issues: Vec<usize>,
     /// Timed runs per command.
     #[arg(long, default_value_t = 9)]
     runs: usize,
-    /// Issues per generated Python file.
-    #[arg(long, default_value_t = 40)]
-    per_file: usize,
     /// Use this npu-progress binary instead of building the release one.
     #[arg(long, value_name = "PATH")]
     binary: Option<PathBuf>,
@@ -37,24 +35,12 @@ pub struct Args {
     dir: Option<PathBuf>,
 }
 
-impl Default for Args {
-    fn default() -> Args {
-        Args {
-            issues: 20_000,
-            runs: 9,
-            per_file: 40,
-            binary: None,
-            dir: None,
-        }
-    }
-}
-
-const TARGET_MS: f64 = 50.0;
-const TARGET_MB: f64 = 100.0;
+/// The size the acceptance is judged at.
+const ACCEPTANCE_ISSUES: usize = 2_000;
 
 pub fn run(args: &Args) -> Result<()> {
-    if args.runs == 0 || args.issues < 2 * args.runs + 1 || args.per_file == 0 {
-        bail!("need --runs >= 1, --per-file >= 1 and --issues > 2 x --runs");
+    if args.runs == 0 || args.issues.iter().any(|&n| n < 6 * args.runs) {
+        bail!("need --runs >= 1 and every size >= 6 x --runs");
     }
     let binary = match &args.binary {
         Some(binary) => binary
@@ -63,102 +49,120 @@ pub fn run(args: &Args) -> Result<()> {
         None => build()?,
     };
     let work = WorkDir::new(args.dir.clone())?;
-    let dir = work.path.as_path();
-    eprintln!(
-        "bench: generating {} issues in {}",
-        args.issues,
-        dir.display()
-    );
-    let file = generate(dir, args.issues, args.per_file)?;
+    let mut verdict = None;
+    for &count in &args.issues {
+        let dir = work.path.join(format!("issues-{count}"));
+        fs::create_dir_all(&dir)?;
+        let rows = bench_size(&binary, &dir, count, args.runs)?;
+        if count == ACCEPTANCE_ISSUES {
+            let wall = rows.iter().all(|row| row.no_slower().0);
+            let cpu = rows.iter().all(|row| row.no_slower().1);
+            verdict = Some((wall, cpu));
+        }
+    }
+    let met = |ok: bool| if ok { "met" } else { "NOT met" };
+    match verdict {
+        Some((wall, cpu)) => println!(
+            "acceptance (every command at {ACCEPTANCE_ISSUES} issues no slower than json.load): wall {}, cpu {}",
+            met(wall),
+            met(cpu)
+        ),
+        None => println!("acceptance not judged: no {ACCEPTANCE_ISSUES}-issue run"),
+    }
+    Ok(())
+}
+
+/// Generate a project and issues.json of `count` issues in `dir`, time every command, print
+/// the table.
+fn bench_size(binary: &Path, dir: &Path, count: usize, runs: usize) -> Result<Vec<Row>> {
+    eprintln!("bench: scanning copies of the demo for {count} issues");
+    let file = generate(dir, count)?;
     let json = dir.join("issues.json");
     issue_model::save(&json, &file)?;
-    let size_mb = bytes_to_mb(fs::metadata(&json)?.len());
-    let lines: usize = args.per_file * 3 + 4;
-    let files = args.issues.div_ceil(args.per_file);
-    println!(
-        "npu-progress on {} issues: issues.json {size_mb:.1} MB; project {files} files, {} lines",
-        args.issues,
-        files * lines
-    );
-
-    // Issues to mark, from the end of the file (`pop` takes the last), which the --next runs
-    // below do not reach; any they do reach is skipped, so every timed --fixed is a real change.
-    let mut ids: Vec<(String, String)> = file
-        .issues
-        .iter()
-        .map(|i| (i.id.clone(), i.file.clone()))
-        .collect();
-    let mut shown = std::collections::HashSet::new();
-    let bench = Bench {
+    let mut bench = Bench {
         binary,
         dir,
-        time: Path::new("/usr/bin/time").exists(),
+        json_load: JsonLoad::start(&json)?,
     };
-    let runs = args.runs;
-    let mut rows: Vec<Row> = Vec::new();
+    println!(
+        "\nnpu-progress on {count} issues (issues.json {:.1} MB)",
+        bytes_to_mb(fs::metadata(&json)?.len())
+    );
 
-    // --next, first time an issue is shown: records a `shown` entry (a write). Marking the
-    // shown issue fixed between runs (untimed) moves on to a new one.
+    // Every timed change is a real one: each command marks an issue no other command used.
+    let mut picks = Picks::new(&file);
+    let mut rows = Vec::new();
+    let mut row = |name: &'static str, samples: Vec<(Sample, Sample)>| {
+        rows.push(Row::new(name, &samples));
+    };
+
+    // The first show records a `shown` entry (a write); marking the issue fixed between runs
+    // (untimed) moves on to a new one.
     let mut samples = Vec::new();
     for _ in 0..runs {
-        samples.push(bench.sample(&["issues.json", "--next"], 0)?);
+        samples.push(bench.time(&["--next"], 0)?);
         let id = bench.next_id()?;
-        bench.run_quiet(&["issues.json", "--fixed", &id, "--force"])?;
-        shown.insert(id);
+        bench.run_untimed(&["--fixed", &id, "--force"])?;
+        picks.used.insert(id);
     }
-    rows.push(Row::new("--next (first show, writes)", &samples));
+    row("--next (first show, writes)", samples);
+    // Shown once (untimed), the issue is then read without a write.
+    let shown = bench.next_id()?;
+    row(
+        "--next (shown before, read only)",
+        bench.repeat(runs, &["--next"], 0)?,
+    );
+    row("--show", bench.repeat(runs, &["--show", &shown], 0)?);
+    row("--list", bench.repeat(runs, &["--list"], 0)?);
+    row("--summary", bench.repeat(runs, &["--summary"], 0)?);
+    row(
+        "--check-complete",
+        bench.repeat(runs, &["--check-complete"], 1)?,
+    );
 
-    let samples = (0..runs)
-        .map(|_| bench.sample(&["issues.json", "--next"], 0))
-        .collect::<Result<Vec<_>>>()?;
-    rows.push(Row::new("--next (shown before, read only)", &samples));
+    let mut samples = Vec::new();
+    let mut forced = Vec::new();
+    for _ in 0..runs {
+        let issue = picks.take(|_| true)?;
+        samples.push(bench.time(&["--fixed", &issue.id, "--force"], 0)?);
+        forced.push(issue.id);
+    }
+    row("--fixed --force", samples);
 
-    let mut unmarked = || loop {
-        let (id, rel) = ids.pop().context("out of issues")?;
-        if !shown.contains(&id) {
-            return anyhow::Ok((id, rel));
-        }
-    };
-    let mut marked = Vec::new();
     let mut samples = Vec::new();
     for _ in 0..runs {
-        let (id, _) = unmarked()?;
-        samples.push(bench.sample(&["issues.json", "--fixed", &id, "--force"], 0)?);
-        marked.push(id);
+        let issue =
+            picks.take(|i| !scan::rules::get(&i.pattern).is_none_or(|r| r.project_level))?;
+        bench.fix_code(&issue.file)?;
+        samples.push(bench.time(&["--fixed", &issue.id], 0)?);
     }
-    rows.push(Row::new("--fixed --force (no re-check)", &samples));
+    row("--fixed (re-checks the file)", samples);
 
-    // The code is fixed first (untimed), as a user does before running --fixed.
     let mut samples = Vec::new();
     for _ in 0..runs {
-        let (id, rel) = unmarked()?;
-        fs::write(dir.join("proj").join(rel), source(args.per_file, true))?;
-        samples.push(bench.sample(&["issues.json", "--fixed", &id], 0)?);
-        marked.push(id);
+        let issue = picks.take(|i| !i.performance)?;
+        let args = ["--skip", &issue.id, "--reason", "bench: not on this port"];
+        samples.push(bench.time(&args, 0)?);
     }
-    rows.push(Row::new("--fixed (re-checks the file)", &samples));
-    // Every timed --fixed left its issue fixed; none of them had been marked before (`unmarked`
-    // skips the ones the --next runs fixed), so each was a real change, not a no-op.
+    row("--skip", samples);
+
+    let mut samples = Vec::new();
+    for id in &forced {
+        samples.push(bench.time(&["--reopen", id], 0)?);
+    }
+    row("--reopen", samples);
+
     let after = issue_model::load(&json)?;
-    let fixed_now = after
+    let reopened = after
         .issues
         .iter()
-        .filter(|i| marked.contains(&i.id) && i.status == Status::Fixed)
+        .filter(|i| forced.contains(&i.id) && i.status == Status::Pending)
         .count();
-    if fixed_now != marked.len() {
-        bail!(
-            "only {fixed_now} of the {} issues marked are fixed",
-            marked.len()
-        );
+    if reopened != forced.len() || after.issues.len() != count {
+        bail!("the timed commands did not leave the file as they should have");
     }
-
-    let samples = (0..runs)
-        .map(|_| bench.sample(&["issues.json", "--check-complete"], 1))
-        .collect::<Result<Vec<_>>>()?;
-    rows.push(Row::new("--check-complete (lists all pending)", &samples));
-
-    print_rows(&rows, bench.time);
-    Ok(())
+    print_rows(&rows);
+    Ok(rows)
 }
 
 /// Build the release binary; return its path.
@@ -207,11 +211,13 @@ impl WorkDir {
             std::env::temp_dir().join(format!("npu-progress-bench-{}", std::process::id()))
         });
         if path.exists() {
-            if path.join("issues.json").exists() || fs::read_dir(&path)?.next().is_none() {
-                fs::remove_dir_all(&path)?;
-            } else {
+            let ours = fs::read_dir(&path)?
+                .flatten()
+                .all(|entry| entry.file_name().to_string_lossy().starts_with("issues-"));
+            if !ours {
                 bail!("{} exists and is not a benchmark directory", path.display());
             }
+            fs::remove_dir_all(&path)?;
         }
         fs::create_dir_all(&path)?;
         Ok(WorkDir { path, keep })
@@ -226,72 +232,31 @@ impl Drop for WorkDir {
     }
 }
 
-/// The project under `dir/proj` and its issues: `per_file` findings per file, a mix of
-/// patterns, severities and symbols, some with related places, all pending.
-fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
-    const PATTERNS: [(&str, Category); 6] = [
-        ("P_RND", Category::Device),
-        ("P_FLA", Category::Operator),
-        ("P_VEC", Category::Structure),
-        ("P_LTM", Category::Framework),
-        ("P_TGT", Category::Semantic),
-        ("P_DEV", Category::Device),
-    ];
-    let now = "2025-03-01T08:00:00Z";
-    let mut issues = Vec::with_capacity(count);
-    let files = count.div_ceil(per_file);
-    for f in 0..files {
-        let rel = format!("pkg_{:02}/module_{f:04}.py", f % 25);
-        let path = dir.join("proj").join(&rel);
-        fs::create_dir_all(path.parent().context("a file has a parent")?)?;
-        fs::write(&path, source(per_file, false))?;
-        for k in 0..per_file.min(count - issues.len()) {
-            let n = issues.len();
-            let (pattern, category) = PATTERNS[n % PATTERNS.len()];
-            let line = u32::try_from(4 + 3 * k + 2)?;
-            let symbol = format!("Block.step_{k}");
-            let snippet = format!("noise_{k} = torch.randn(x.shape[0], {k})");
-            let fingerprint = issue_model::fingerprint(pattern, &rel, Some(&symbol), &snippet, 0);
-            issues.push(Issue {
-                id: String::new(),
-                pattern: pattern.to_owned(),
-                category,
-                severity: if n % 3 == 0 {
-                    Severity::Warning
-                } else {
-                    Severity::Error
-                },
-                performance: pattern == "P_TGT",
-                file: rel.clone(),
-                line,
-                column: 9,
-                end_line: line,
-                end_column: 48,
-                symbol: Some(symbol),
-                message: "torch.randn without device= creates the tensor on the CPU while the model runs on the NPU; pass device=x.device".to_owned(),
-                snippet,
-                related: if n % 10 == 0 {
-                    vec![Related {
-                        file: rel.clone(),
-                        line: line + 1,
-                        column: 9,
-                        note: "the tensor is used here".to_owned(),
-                    }]
-                } else {
-                    Vec::new()
-                },
-                fix_template: format!("references/fix-templates/{pattern}.md"),
-                fingerprint,
-                status: Status::Pending,
-                reason: None,
-                history: vec![HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Found,
-                    note: None,
-                }],
-            });
-        }
+fn demo() -> PathBuf {
+    crate::project_root().join("assets/demo")
+}
+
+/// Copies of the demo under `dir/proj` (`copy_0000/...`), enough for `count` issues, scanned;
+/// the first `count` issues of the scan, with ids, as a first `npu-scan` writes them.
+fn generate(dir: &Path, count: usize) -> Result<IssuesFile> {
+    let demo = demo().join("tiny-vla");
+    let per_copy = scan::scan(&demo, &scan::Settings::default())?.issues.len();
+    if per_copy == 0 {
+        bail!("the demo project has no findings");
     }
+    let proj = dir.join("proj");
+    for copy in 0..=count.div_ceil(per_copy) {
+        copy_tree(&demo, &proj.join(format!("copy_{copy:04}")))?;
+    }
+    let mut result = scan::scan(&proj, &scan::Settings::default())?;
+    if result.issues.len() < count {
+        bail!(
+            "the copies of the demo gave {} issues, fewer than {count}",
+            result.issues.len()
+        );
+    }
+    result.issues.truncate(count);
+    let now = issue_model::now_rfc3339();
     let fresh = IssuesFile {
         schema_version: issue_model::SCHEMA_VERSION,
         tool: Tool {
@@ -299,102 +264,169 @@ fn generate(dir: &Path, count: usize, per_file: usize) -> Result<IssuesFile> {
             version: "bench".to_owned(),
         },
         root: "proj".to_owned(),
-        scanned_at: now.to_owned(),
+        scanned_at: now.clone(),
         summary: Summary::default(),
-        issues,
-        unparsed: Vec::new(),
+        issues: result.issues,
+        unparsed: result.unparsed,
     };
-    // The merge gives each issue its short id, exactly as a first scan does.
-    Ok(issue_model::merge(None, fresh, now).0)
+    Ok(issue_model::merge(None, fresh, &now).0)
 }
 
-/// A generated module: one method per finding, each drawing noise with `torch.randn`; `fixed`
-/// draws it on the input's device.
-fn source(per_file: usize, fixed: bool) -> String {
-    let device = if fixed { ", device=x.device" } else { "" };
-    let mut text = String::from("import torch\n\n\nclass Block(torch.nn.Module):\n");
-    for k in 0..per_file {
-        let _ = write!(
-            text,
-            "    def step_{k}(self, x):\n        noise_{k} = torch.randn(x.shape[0], {k}{device})\n        return x + noise_{k}\n"
-        );
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    fs::create_dir_all(to)?;
+    for entry in fs::read_dir(from)? {
+        let entry = entry?;
+        let target = to.join(entry.file_name());
+        if entry.file_type()?.is_dir() {
+            if entry.file_name() != "__pycache__" {
+                copy_tree(&entry.path(), &target)?;
+            }
+        } else {
+            fs::copy(entry.path(), target)?;
+        }
     }
-    text
+    Ok(())
+}
+
+/// A `python3` process that times one `json.load` of the file for each line it reads.
+struct JsonLoad {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl JsonLoad {
+    const SCRIPT: &str = "import json,sys,time\n\
+        for _ in sys.stdin:\n    \
+            w,c=time.perf_counter(),time.process_time()\n    \
+            with open(sys.argv[1]) as f: json.load(f)\n    \
+            print((time.perf_counter()-w)*1000,(time.process_time()-c)*1000,flush=True)";
+
+    fn start(path: &Path) -> Result<JsonLoad> {
+        let mut child = Command::new("python3")
+            .args(["-c", Self::SCRIPT])
+            .arg(path)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot run python3")?;
+        let stdin = child.stdin.take().context("python3's stdin")?;
+        let stdout = BufReader::new(child.stdout.take().context("python3's stdout")?);
+        Ok(JsonLoad {
+            child,
+            stdin: Some(stdin),
+            stdout,
+        })
+    }
+
+    fn sample(&mut self) -> Result<Sample> {
+        let stdin = self.stdin.as_mut().context("python3 has stopped")?;
+        writeln!(stdin, "load")?;
+        let mut line = String::new();
+        self.stdout.read_line(&mut line)?;
+        let figures: Vec<f64> = line
+            .split_whitespace()
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("python3 printed {line:?}"))?;
+        match figures.as_slice() {
+            [wall_ms, cpu_ms] => Ok(Sample {
+                wall_ms: *wall_ms,
+                cpu_ms: *cpu_ms,
+            }),
+            _ => bail!("python3 printed {line:?}"),
+        }
+    }
+}
+
+impl Drop for JsonLoad {
+    fn drop(&mut self) {
+        // End of input ends the script.
+        drop(self.stdin.take());
+        let _ = self.child.wait();
+    }
+}
+
+/// One timed run: wall and CPU (user + system) milliseconds.
+#[derive(Clone, Copy)]
+struct Sample {
+    wall_ms: f64,
+    cpu_ms: f64,
+}
+
+/// Issues not yet used by a command, taken from the end of the file.
+struct Picks {
+    issues: Vec<issue_model::Issue>,
+    used: std::collections::HashSet<String>,
+}
+
+impl Picks {
+    fn new(file: &IssuesFile) -> Picks {
+        Picks {
+            issues: file.issues.clone(),
+            used: std::collections::HashSet::new(),
+        }
+    }
+
+    /// The last unused issue that `fits`.
+    fn take(&mut self, fits: impl Fn(&issue_model::Issue) -> bool) -> Result<issue_model::Issue> {
+        let at = self
+            .issues
+            .iter()
+            .rposition(|i| fits(i) && !self.used.contains(&i.id))
+            .context("out of issues to mark")?;
+        let issue = self.issues.remove(at);
+        self.used.insert(issue.id.clone());
+        Ok(issue)
+    }
 }
 
 struct Bench<'a> {
-    binary: PathBuf,
+    binary: &'a Path,
     dir: &'a Path,
-    /// `/usr/bin/time` is there to report CPU time and peak memory.
-    time: bool,
-}
-
-/// One run: wall time, and where `/usr/bin/time` is available, CPU time and peak RSS.
-struct Sample {
-    wall_ms: f64,
-    cpu_ms: Option<f64>,
-    rss_mb: Option<f64>,
+    json_load: JsonLoad,
 }
 
 impl Bench<'_> {
-    /// Run `npu-progress args` once; it must exit with `expected`.
-    fn sample(&self, args: &[&str], expected: i32) -> Result<Sample> {
-        let report = self.dir.join("time.txt");
-        let (program, command_line): (PathBuf, Vec<String>) = if self.time {
-            let mut command_line: Vec<String> = ["-f", "%U %S %M", "-o"]
-                .map(str::to_owned)
-                .into_iter()
-                .collect();
-            command_line.push(report.display().to_string());
-            command_line.push(self.binary.display().to_string());
-            command_line.extend(args.iter().map(|a| (*a).to_owned()));
-            (PathBuf::from("/usr/bin/time"), command_line)
-        } else {
-            let command_line = args.iter().map(|a| (*a).to_owned()).collect();
-            (self.binary.clone(), command_line)
-        };
+    /// Run `npu-progress issues.json args` once (it must exit with `expected`), then one
+    /// `json.load`.
+    fn time(&mut self, args: &[&str], expected: i32) -> Result<(Sample, Sample)> {
+        let mut command_line = vec!["issues.json"];
+        command_line.extend_from_slice(args);
+        let cpu_before = children_cpu_ms()?;
         let started = Instant::now();
-        let output = duct::cmd(program, command_line)
+        let output = duct::cmd(self.binary, &command_line)
             .dir(self.dir)
             .stdout_null()
             .stderr_capture()
             .unchecked()
             .run()?;
         let wall_ms = started.elapsed().as_secs_f64() * 1000.0;
+        let cpu_ms = children_cpu_ms()? - cpu_before;
         if output.status.code() != Some(expected) {
             bail!(
                 "npu-progress {} exited with {:?}: {}",
-                args.join(" "),
+                command_line.join(" "),
                 output.status.code(),
                 String::from_utf8_lossy(&output.stderr)
             );
         }
-        let (mut cpu_ms, mut rss_mb) = (None, None);
-        if self.time {
-            // `/usr/bin/time` writes a line first when the command fails; the figures are last.
-            let text = fs::read_to_string(&report)?;
-            let figures: Vec<f64> = text
-                .lines()
-                .last()
-                .unwrap_or("")
-                .split_whitespace()
-                .map(str::parse)
-                .collect::<Result<_, _>>()
-                .with_context(|| format!("unexpected /usr/bin/time output: {text}"))?;
-            if let [user, system, kib] = figures.as_slice() {
-                cpu_ms = Some((user + system) * 1000.0);
-                rss_mb = Some(kib / 1024.0);
-            }
-        }
-        Ok(Sample {
-            wall_ms,
-            cpu_ms,
-            rss_mb,
-        })
+        Ok((Sample { wall_ms, cpu_ms }, self.json_load.sample()?))
     }
 
-    fn run_quiet(&self, args: &[&str]) -> Result<()> {
-        duct::cmd(&self.binary, args)
+    fn repeat(
+        &mut self,
+        runs: usize,
+        args: &[&str],
+        expected: i32,
+    ) -> Result<Vec<(Sample, Sample)>> {
+        (0..runs).map(|_| self.time(args, expected)).collect()
+    }
+
+    fn run_untimed(&self, args: &[&str]) -> Result<()> {
+        let mut command_line = vec!["issues.json"];
+        command_line.extend_from_slice(args);
+        duct::cmd(self.binary, &command_line)
             .dir(self.dir)
             .stdout_null()
             .stderr_null()
@@ -404,7 +436,7 @@ impl Bench<'_> {
 
     /// The id `--next` shows now.
     fn next_id(&self) -> Result<String> {
-        let out = duct::cmd(&self.binary, ["issues.json", "--next", "--format", "json"])
+        let out = duct::cmd(self.binary, ["issues.json", "--next", "--format", "json"])
             .dir(self.dir)
             .stdout_capture()
             .read()?;
@@ -414,63 +446,82 @@ impl Bench<'_> {
             .map(str::to_owned)
             .context("--next showed no issue")
     }
+
+    /// Replace `rel` (under `proj/copy_NNNN/`) by its fixed version from the demo.
+    fn fix_code(&self, rel: &str) -> Result<()> {
+        let (_, in_demo) = rel.split_once('/').context("a file of a copy")?;
+        let fixed = demo().join("tiny-vla-fixed").join(in_demo);
+        fs::copy(&fixed, self.dir.join("proj").join(rel))
+            .with_context(|| format!("{}", fixed.display()))?;
+        Ok(())
+    }
 }
 
+/// CPU time (user + system) of the children waited for so far, in ms.
+fn children_cpu_ms() -> Result<f64> {
+    use nix::sys::resource::{UsageWho, getrusage};
+    let usage = getrusage(UsageWho::RUSAGE_CHILDREN)?;
+    let ms = |t: nix::sys::time::TimeVal| {
+        // Seconds of CPU time are far below 2^52: the conversion is exact.
+        #[allow(clippy::cast_precision_loss)]
+        let ms = t.tv_sec() as f64 * 1000.0 + t.tv_usec() as f64 / 1000.0;
+        ms
+    };
+    Ok(ms(usage.user_time()) + ms(usage.system_time()))
+}
+
+/// The medians of one command's runs and of the `json.load` after each.
 struct Row {
     name: &'static str,
-    wall: (f64, f64, f64),
-    cpu_ms: Option<f64>,
-    rss_mb: Option<f64>,
+    progress: Sample,
+    json_load: Sample,
 }
 
 impl Row {
-    fn new(name: &'static str, samples: &[Sample]) -> Row {
-        let median = |mut v: Vec<f64>| -> Option<f64> {
+    fn new(name: &'static str, samples: &[(Sample, Sample)]) -> Row {
+        let median = |pick: fn(&(Sample, Sample)) -> f64| {
+            let mut v: Vec<f64> = samples.iter().map(pick).collect();
             v.sort_by(f64::total_cmp);
-            v.get(v.len() / 2).copied()
+            v[v.len() / 2]
         };
-        let mut wall: Vec<f64> = samples.iter().map(|s| s.wall_ms).collect();
-        wall.sort_by(f64::total_cmp);
-        let cpu: Vec<f64> = samples.iter().filter_map(|s| s.cpu_ms).collect();
         Row {
             name,
-            wall: (wall[wall.len() / 2], wall[0], wall[wall.len() - 1]),
-            cpu_ms: median(cpu),
-            rss_mb: samples
-                .iter()
-                .filter_map(|s| s.rss_mb)
-                .max_by(f64::total_cmp),
+            progress: Sample {
+                wall_ms: median(|s| s.0.wall_ms),
+                cpu_ms: median(|s| s.0.cpu_ms),
+            },
+            json_load: Sample {
+                wall_ms: median(|s| s.1.wall_ms),
+                cpu_ms: median(|s| s.1.cpu_ms),
+            },
         }
+    }
+
+    fn no_slower(&self) -> (bool, bool) {
+        (
+            self.progress.wall_ms <= self.json_load.wall_ms,
+            self.progress.cpu_ms <= self.json_load.cpu_ms,
+        )
     }
 }
 
-fn print_rows(rows: &[Row], timed: bool) {
-    if timed {
-        println!(
-            "wall includes starting /usr/bin/time; cpu = user + system, 10 ms resolution; peak = max RSS"
-        );
-    }
+fn print_rows(rows: &[Row]) {
     println!(
-        "{:<38} {:>9} {:>8} {:>8} {:>8} {:>8}  targets (<50 ms, <100 MB)",
-        "command", "median ms", "min ms", "max ms", "cpu ms", "peak MB"
+        "{:<34} {:>9} {:>9} {:>9} {:>9}  median ms; npu-progress vs json.load",
+        "command", "wall", "json.load", "cpu", "json.load"
     );
-    let figure = |v: Option<f64>, digits: usize| {
-        v.map_or_else(|| "n/a".to_owned(), |v| format!("{v:.digits$}"))
-    };
+    let verdict = |ok: bool| if ok { "no slower" } else { "SLOWER" };
     for row in rows {
-        let (median, min, max) = row.wall;
-        let verdict = match (median < TARGET_MS, row.rss_mb.map(|mb| mb < TARGET_MB)) {
-            (true, Some(true)) => "met",
-            (true, None) => "time met; memory not measured (no /usr/bin/time)",
-            (false, Some(true)) => "time MISSED, memory met",
-            (true, Some(false)) => "time met, memory MISSED",
-            (false, _) => "MISSED",
-        };
+        let (wall, cpu) = row.no_slower();
         println!(
-            "{:<38} {median:>9.1} {min:>8.1} {max:>8.1} {:>8} {:>8}  {verdict}",
+            "{:<34} {:>9.1} {:>9.1} {:>9.1} {:>9.1}  wall {}, cpu {}",
             row.name,
-            figure(row.cpu_ms, 0),
-            figure(row.rss_mb, 1),
+            row.progress.wall_ms,
+            row.json_load.wall_ms,
+            row.progress.cpu_ms,
+            row.json_load.cpu_ms,
+            verdict(wall),
+            verdict(cpu),
         );
     }
 }

@@ -58,6 +58,4 @@ pub enum Error {
         column: usize,
         message: String,
     },
-    #[error("{0}")]
-    Invalid(String),
 }

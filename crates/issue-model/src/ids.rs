@@ -53,32 +53,3 @@ pub fn short_id(pattern: &str, fingerprint: &str, len: usize) -> String {
     let len = len.min(fingerprint.len());
     format!("{prefix}-{}", &fingerprint[..len])
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn fingerprint_ignores_whitespace_but_not_content() {
-        let a = fingerprint("P_RND", "a.py", Some("M.forward"), "x = torch.randn(3)", 0);
-        let b = fingerprint(
-            "P_RND",
-            "a.py",
-            Some("M.forward"),
-            "  x  =  torch.randn(3)\n",
-            0,
-        );
-        let c = fingerprint("P_RND", "a.py", Some("M.forward"), "x = torch.randn(4)", 0);
-        let d = fingerprint("P_RND", "a.py", Some("M.forward"), "x = torch.randn(3)", 1);
-        assert_eq!(a, b);
-        assert_ne!(a, c);
-        assert_ne!(a, d);
-        assert_eq!(a.len(), 16);
-    }
-
-    #[test]
-    fn short_id_strips_the_p_prefix() {
-        assert_eq!(short_id("P_RND", "4f1a9c0011223344", 6), "RND-4f1a9c");
-        assert_eq!(short_id("P_SYN", "abc", 6), "SYN-abc");
-    }
-}

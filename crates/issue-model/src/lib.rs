@@ -1,19 +1,16 @@
 //! The `issues.json` model shared by every npu-patcher tool.
 //!
-//! It owns the schema (serde types), the line-independent fingerprints and short ids, the
-//! validated, lock-protected, atomic load and save, and the rescan merge that keeps each issue's
-//! status across scans. It must not know how issues are found (that is the scanner's job) or how
-//! they are shown (that is each tool's job).
+//! It owns the schema (serde types: the file is these types serialized), the line-independent
+//! fingerprints and short ids, the validated load, the locked atomic save and read-modify-write,
+//! and the rescan merge that keeps each issue's status across scans. It must not know how issues
+//! are found (that is the scanner's job) or how they are shown (that is each tool's job).
 
 pub mod cli_support;
 pub mod error;
-mod fast;
 pub mod ids;
 pub mod layout;
-mod lines;
 pub mod merge;
 pub mod schema;
-mod single;
 pub mod store;
 pub mod timing;
 mod validate;
@@ -22,10 +19,7 @@ pub use error::{Error, Result};
 pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
-pub use single::{Reading, update_issue};
-pub use store::{
-    Save, free_in_background, load, lock_path, parse, save, to_json, update, update_with,
-};
+pub use store::{load, lock_path, parse, save, to_json, update};
 pub use timing::time_spent;
 
 /// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.

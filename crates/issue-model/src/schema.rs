@@ -285,26 +285,3 @@ impl Summary {
         }
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// `as_str` must spell each value as the file does.
-    #[test]
-    fn as_str_matches_the_serialized_spelling() {
-        let spelled = |v: serde_json::Value| v.as_str().map(str::to_owned).unwrap_or_default();
-        for s in Status::ALL {
-            assert_eq!(spelled(serde_json::json!(s)), s.as_str());
-        }
-        for s in Severity::ALL {
-            assert_eq!(spelled(serde_json::json!(s)), s.as_str());
-        }
-        for c in Category::ALL {
-            assert_eq!(spelled(serde_json::json!(c)), c.as_str());
-        }
-        for h in HistoryStatus::ALL {
-            assert_eq!(spelled(serde_json::json!(h)), h.as_str());
-        }
-    }
-}

@@ -46,9 +46,8 @@ struct Problem {
 
 fn problems(file: &IssuesFile) -> Vec<Problem> {
     let mut out = Vec::new();
-    // The sets below are keyed by text from the file itself, hashed with foldhash: SipHash's
-    // resistance to chosen keys buys nothing against the user's own file, and costs a tenth of
-    // a large file's load.
+    // Keyed by text from the user's own file: foldhash, as SipHash's resistance to chosen keys
+    // buys nothing here.
     // Most entries share a few timestamps (every `found` entry has the scan's): parse each once.
     let mut good_times: HashSet<&str> = HashSet::new();
     let mut top = |key: &'static str, message: String| {

@@ -6,7 +6,7 @@ use crate::render;
 use crate::select::{Filter, WorkOrder, find};
 use crate::timing::{human, needs_shown, seconds_spent};
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Save, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -47,13 +47,13 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
     }
     let filter = Filter::new(&[], &ctx.args.pattern).pending_only();
     let now = issue_model::now_rfc3339();
-    let recorded = issue_model::update_with(ctx.path, |file| {
+    let recorded = issue_model::update(ctx.path, |file| {
         let Some(mut file) = file else {
-            return Ok((Save::Nothing, None));
+            return Ok((None, None));
         };
         let (first, remaining, pending_total) = pick(&file, &filter);
-        let record = first.is_some_and(|n| needs_shown(&file.issues[n]));
-        if let Some(n) = first.filter(|_| record) {
+        let record = first.filter(|&n| needs_shown(&file.issues[n]));
+        if let Some(n) = record {
             file.issues[n].history.push(HistoryEntry {
                 at: now.clone(),
                 status: HistoryStatus::Shown,
@@ -66,11 +66,7 @@ pub fn next(ctx: &mut Ctx<'_>) -> Result<Exit> {
             pending_total,
             root: file.root.clone(),
         };
-        let save = match first.filter(|_| record) {
-            Some(n) => Save::Issues(file, vec![n]),
-            None => Save::Nothing,
-        };
-        Ok((save, Some(pick)))
+        Ok((record.map(|_| file), Some(pick)))
     });
     let pick = match recorded {
         Ok(Some(pick)) => pick,

@@ -83,31 +83,8 @@ impl Ctx<'_> {
     }
 
     /// Load and validate the issues.json (no lock: writes are atomic renames).
-    pub fn load(&self) -> Result<Loaded> {
-        load(self.path).map(|file| Loaded(Some(file)))
-    }
-}
-
-/// A loaded `issues.json` that is freed without waiting when dropped
-/// ([`issue_model::free_in_background`]).
-pub(crate) struct Loaded(Option<IssuesFile>);
-
-impl std::ops::Deref for Loaded {
-    type Target = IssuesFile;
-
-    fn deref(&self) -> &IssuesFile {
-        // Only `drop` takes the file out.
-        self.0
-            .as_ref()
-            .unwrap_or_else(|| unreachable!("a loaded file is there until dropped"))
-    }
-}
-
-impl Drop for Loaded {
-    fn drop(&mut self) {
-        if let Some(file) = self.0.take() {
-            issue_model::free_in_background(file, None);
-        }
+    pub fn load(&self) -> Result<IssuesFile> {
+        load(self.path)
     }
 }
 

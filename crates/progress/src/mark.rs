@@ -1,10 +1,9 @@
 //! The commands that change an issue's status: `--fixed`, `--skip`, `--reopen`.
 //!
-//! Each reads, decides and writes in one pass under the lock (`issue_model::update_issue`), on the
-//! file as it is on disk at that moment, so two processes marking different issues both land
-//! and a large file is parsed once. `--fixed` re-scans the issue's file under the lock (one
-//! file is quick); a project-level finding, whose re-check scans the whole project, is
-//! re-checked first, without the lock, so other writers do not wait for that scan.
+//! Each is one locked load → change → save (`issue_model::update`) on the file as it is on disk
+//! at that moment, so two processes marking different issues both land. `--fixed` first
+//! re-checks the fix with the scanner, without the lock, so other writers do not wait for the
+//! scan; the change under the lock then finds the issue afresh.
 
 use crate::commands::write_json;
 use crate::excerpt;
@@ -12,20 +11,20 @@ use crate::recheck::{self, Recheck};
 use crate::render;
 use crate::select::find;
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, Reading, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
 
 /// The result of a status change, as `--format json` prints it.
 #[derive(Serialize)]
-struct Marked<'a> {
-    id: &'a str,
+struct Marked {
+    id: String,
     status: Status,
     changed: bool,
     /// Pending issues left in the file.
     pending: usize,
-    message: &'a str,
+    message: String,
 }
 
 /// A change to one issue.
@@ -36,123 +35,36 @@ struct Change {
     note: Option<String>,
 }
 
-/// What a command decides about the issue it was given.
-enum Decision {
-    Apply(Change),
-    /// Refused with an error (exit 2).
-    Refuse(Error),
-    /// `--fixed` refused: the scanner still finds these (under `root`).
-    StillThere {
-        root: String,
-        found: Vec<Issue>,
-    },
-    /// `--fixed` of a project-level finding: re-check it outside the lock first.
-    ScanProject,
-    /// The file does not load (`update_issue` returns why).
-    NotLoaded,
-}
-
-/// What happened, taken out of the locked update.
-enum Outcome {
-    /// Issue `id` is `status` now: marked so by this command (`changed`), or already.
-    Marked {
-        id: String,
-        status: Status,
-        changed: bool,
-    },
-    Refused(Error),
-    StillThere {
-        issue: Box<Issue>,
-        root: String,
-        found: Vec<Issue>,
-    },
-    ScanProject,
-}
-
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     let mut note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
     if ctx.args.force {
         let forced = "marked fixed with --force";
         note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
-        let outcome = decide_and_apply(ctx.path, typed, Status::Fixed, |_, _| {
-            Decision::Apply(fixed_change(note))
-        })?;
-        return report(ctx, outcome);
-    }
-    // First try: re-check under the lock, on the file as read for the change (one parse).
-    let path = ctx.path;
-    let mut warning = None;
-    let outcome = decide_and_apply(path, typed, Status::Fixed, |reading, issue| {
-        if recheck::is_project_level(&issue.pattern) {
-            return Decision::ScanProject;
-        }
-        let others = || reading.file().map(|file| file.issues.as_slice());
-        let Some(root) = reading.root() else {
-            return Decision::NotLoaded;
-        };
-        recheck_decision(root, others, path, issue, &mut warning, note.clone())
-    })?;
-    if !matches!(outcome, (Outcome::ScanProject, _)) {
-        if let Some(why) = warning {
-            ctx.warn(&why)?;
-        }
-        return report(ctx, outcome);
-    }
-    // A project-level finding: scan the project before taking the lock, then make the change
-    // on the file as it is then.
-    let file = ctx.load()?;
-    let issue = &file.issues[find(&file, ctx.path, typed)?];
-    if issue.status != Status::Fixed {
-        let mut warning = None;
-        let others = || Some(file.issues.as_slice());
-        match recheck_decision(&file.root, others, path, issue, &mut warning, None) {
-            Decision::StillThere { root, found } => {
-                return still_there(ctx, issue, &root, &found);
-            }
-            _ => {
-                if let Some(why) = warning {
-                    ctx.warn(&why)?;
+    } else {
+        let file = ctx.load()?;
+        let issue = &file.issues[find(&file, ctx.path, typed)?];
+        if issue.status != Status::Fixed {
+            match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
+                Recheck::Gone => {}
+                Recheck::Unchecked(why) => ctx.warn(&format!(
+                    "cannot re-check {}: {why}; marking it fixed anyway",
+                    issue.id
+                ))?,
+                Recheck::Present { root, found } => {
+                    return still_there(ctx, issue, &root, &found);
                 }
             }
         }
     }
-    let outcome = decide_and_apply(ctx.path, typed, Status::Fixed, |_, _| {
-        Decision::Apply(fixed_change(note))
+    let marked = apply(ctx.path, typed, Status::Fixed, |_| {
+        Ok(Change {
+            status: Status::Fixed,
+            reason: note.clone(),
+            history: HistoryStatus::Fixed,
+            note,
+        })
     })?;
-    report(ctx, outcome)
-}
-
-/// The change `--fixed` makes, with its note.
-fn fixed_change(note: Option<String>) -> Change {
-    Change {
-        status: Status::Fixed,
-        reason: note.clone(),
-        history: HistoryStatus::Fixed,
-        note,
-    }
-}
-
-/// Re-check `issue`: fixed when the scanner no longer finds it, or (with a warning in
-/// `warning`) when the re-check cannot run.
-fn recheck_decision<'f>(
-    root: &str,
-    others: impl FnOnce() -> Option<&'f [Issue]>,
-    path: &Path,
-    issue: &Issue,
-    warning: &mut Option<String>,
-    note: Option<String>,
-) -> Decision {
-    match recheck::recheck(root, others, path, issue) {
-        Recheck::Gone => {}
-        Recheck::Unchecked(why) => {
-            *warning = Some(format!(
-                "cannot re-check {}: {why}; marking it fixed anyway",
-                issue.id
-            ));
-        }
-        Recheck::Present { root, found } => return Decision::StillThere { root, found },
-    }
-    Decision::Apply(fixed_change(note))
+    report(ctx, &marked)
 }
 
 pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
@@ -164,15 +76,15 @@ pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         .filter(|r| !r.is_empty())
         .map(str::to_owned);
     let path = ctx.path;
-    let outcome = decide_and_apply(path, typed, Status::Skipped, |_, issue| {
-        let Some(reason) = reason.clone() else {
-            return Decision::Refuse(Error::SkipWithoutReason {
+    let marked = apply(path, typed, Status::Skipped, |issue| {
+        let Some(reason) = reason else {
+            return Err(Error::SkipWithoutReason {
                 id: issue.id.clone(),
                 path: path.to_owned(),
             });
         };
         if issue.performance {
-            return Decision::Refuse(Error::SkipPerformance {
+            return Err(Error::SkipPerformance {
                 id: issue.id.clone(),
                 pattern: issue.pattern.clone(),
                 template: issue.fix_template.clone(),
@@ -181,90 +93,76 @@ pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
                 path: path.to_owned(),
             });
         }
-        Decision::Apply(Change {
+        Ok(Change {
             status: Status::Skipped,
             reason: Some(reason.clone()),
             history: HistoryStatus::Skipped,
             note: Some(reason),
         })
     })?;
-    report(ctx, outcome)
+    report(ctx, &marked)
 }
 
 pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     let note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    let outcome = decide_and_apply(ctx.path, typed, Status::Pending, |_, _| {
-        Decision::Apply(Change {
+    let marked = apply(ctx.path, typed, Status::Pending, |_| {
+        Ok(Change {
             status: Status::Pending,
             reason: None,
             history: HistoryStatus::Reopened,
-            note: note.clone(),
+            note,
         })
     })?;
-    report(ctx, outcome)
+    report(ctx, &marked)
 }
 
-/// Under the lock: find issue `typed`; if it is not already `target` (for a skip: with the
-/// same reason), let `decide` say what to do, and write the change. Returns what happened and
-/// how many issues are pending now.
-///
-/// `decide` sees the issue and the file through an [`issue_model::Reading`]: in a large file,
-/// the issue is read from its own line and the change written while the rest of the file is
-/// still being parsed and validated ([`issue_model::update_issue`]).
-fn decide_and_apply(
+/// Under the lock, on the file as it is now: find issue `typed`; unless it is already `target`
+/// (for a skip: with the same reason), let `change` say what to do, and write the change.
+fn apply(
     path: &Path,
     typed: &str,
     target: Status,
-    decide: impl FnOnce(&Reading<'_>, &Issue) -> Decision,
-) -> Result<(Outcome, usize)> {
+    change: impl FnOnce(&Issue) -> Result<Change>,
+) -> Result<Marked> {
+    // Checked first so that a mistyped path leaves no lock file behind.
     if !path.exists() {
         return Err(Error::Missing {
             path: path.to_owned(),
         });
     }
     let now = issue_model::now_rfc3339();
-    // The file does not load: `update_issue` returns that error rather than this.
-    let not_loaded = || {
-        Outcome::Refused(Error::Usage(format!(
-            "internal: {} did not load, yet no error was reported",
-            path.display()
-        )))
-    };
-    let marked = |id: String, changed: bool| Outcome::Marked {
-        id,
-        status: target,
-        changed,
-    };
-    let updated = issue_model::update_issue(path, |reading| {
-        let found = match reading.issue(typed.trim()) {
-            Some(found) => Ok(found),
-            // Not typed exactly: ignoring case, or the closest ids (needs every id).
-            None => match reading.file() {
-                Some(file) => find(file, path, typed).map(|n| (n, file.issues[n].clone())),
-                None => return Ok((None, not_loaded())),
-            },
+    let updated = issue_model::update(path, |file| {
+        let Some(mut file) = file else {
+            let missing = Error::Missing {
+                path: path.to_owned(),
+            };
+            return Ok((None, Err(missing)));
         };
-        let (index, mut issue) = match found {
-            Ok(found) => found,
-            Err(e) => return Ok((None, Outcome::Refused(e))),
-        };
-        let status_only = issue.status == target && target != Status::Skipped;
-        if status_only {
-            return Ok((None, marked(issue.id, false)));
+        match change_issue(&mut file, path, typed, target, change, now) {
+            Ok(marked) if marked.changed => Ok((Some(file), Ok(marked))),
+            other => Ok((None, other)),
         }
-        let change = match decide(reading, &issue) {
-            Decision::Apply(change) => change,
-            Decision::Refuse(error) => return Ok((None, Outcome::Refused(error))),
-            Decision::StillThere { root, found } => {
-                let issue = Box::new(issue);
-                return Ok((None, Outcome::StillThere { issue, root, found }));
-            }
-            Decision::ScanProject => return Ok((None, Outcome::ScanProject)),
-            Decision::NotLoaded => return Ok((None, not_loaded())),
-        };
-        if issue.status == change.status && issue.reason == change.reason {
-            return Ok((None, marked(issue.id, false)));
-        }
+    });
+    updated?
+}
+
+/// Make the change to issue `typed` of `file`, as [`apply`] describes.
+fn change_issue(
+    file: &mut IssuesFile,
+    path: &Path,
+    typed: &str,
+    target: Status,
+    change: impl FnOnce(&Issue) -> Result<Change>,
+    now: String,
+) -> Result<Marked> {
+    let index = find(file, path, typed)?;
+    let issue = &mut file.issues[index];
+    let already = issue.status == target && target != Status::Skipped;
+    let change = if already { None } else { Some(change(issue)?) };
+    let change =
+        change.filter(|change| issue.status != change.status || issue.reason != change.reason);
+    let changed = change.is_some();
+    if let Some(change) = change {
         issue.status = change.status;
         issue.reason = change.reason;
         issue.history.push(HistoryEntry {
@@ -272,62 +170,30 @@ fn decide_and_apply(
             status: change.history,
             note: change.note,
         });
-        let id = issue.id.clone();
-        Ok((Some((index, issue)), marked(id, true)))
-    });
-    let (outcome, file) = match updated {
-        Ok(updated) => updated,
-        Err(issue_model::Error::Read { source, .. })
-            if source.kind() == std::io::ErrorKind::NotFound =>
-        {
-            return Err(Error::Missing {
-                path: path.to_owned(),
-            });
-        }
-        Err(e) => return Err(e.into()),
+    }
+    let id = issue.id.clone();
+    let message = if changed {
+        format!("{id}: marked {target}")
+    } else {
+        format!("{id} is already {target}; nothing changed")
     };
-    let pending = count_pending(&file.issues);
-    issue_model::free_in_background(file, None);
-    Ok((outcome, pending))
+    Ok(Marked {
+        id,
+        status: target,
+        changed,
+        pending: count_pending(&file.issues),
+        message,
+    })
 }
 
-/// Print what happened; map it to an exit status.
-fn report(ctx: &mut Ctx<'_>, (outcome, pending): (Outcome, usize)) -> Result<Exit> {
-    let (id, status, changed) = match outcome {
-        Outcome::Refused(error) => return Err(error),
-        Outcome::StillThere { issue, root, found } => {
-            return still_there(ctx, &issue, &root, &found);
-        }
-        Outcome::ScanProject => {
-            return Err(Error::Usage(
-                "internal: a project-level re-check was not run".to_owned(),
-            ));
-        }
-        Outcome::Marked {
-            id,
-            status,
-            changed,
-        } => (id, status, changed),
-    };
-    let message = if changed {
-        format!("{id}: marked {status}")
-    } else {
-        format!("{id} is already {status}; nothing changed")
-    };
+/// Print what happened.
+fn report(ctx: &mut Ctx<'_>, marked: &Marked) -> Result<Exit> {
     if ctx.json() {
-        write_json(
-            ctx,
-            &Marked {
-                id: &id,
-                status,
-                changed,
-                pending,
-                message: &message,
-            },
-        )?;
+        write_json(ctx, marked)?;
         return Ok(Exit::Ok);
     }
-    writeln!(ctx.out, "{message} ({pending} pending)")?;
+    let pending = marked.pending;
+    writeln!(ctx.out, "{} ({pending} pending)", marked.message)?;
     if pending > 0 {
         ctx.note(&format!("next: {} --next", ctx.command()))?;
     } else {

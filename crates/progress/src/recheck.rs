@@ -24,14 +24,8 @@ pub enum Recheck {
 /// first of two identical findings renumbers the second, which then has the first one's
 /// fingerprint.
 ///
-/// `root` is the issues file's `root`; `others` gives its issues, only asked for when the scan
-/// finds the finding (`None`: the file does not load).
-pub fn recheck<'f>(
-    root: &str,
-    others: impl FnOnce() -> Option<&'f [Issue]>,
-    issues_json: &Path,
-    issue: &Issue,
-) -> Recheck {
+/// `root` is the issues file's `root`; `others` are its issues.
+pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) -> Recheck {
     let Some((root, _)) = excerpt::locate(root, issues_json, &issue.file) else {
         let looked: Vec<String> = excerpt::root_candidates(root, issues_json)
             .iter()
@@ -67,9 +61,6 @@ pub fn recheck<'f>(
     if found.is_empty() {
         return Recheck::Gone;
     }
-    let Some(others) = others() else {
-        return Recheck::Unchecked("the issues file does not load".to_owned());
-    };
     let others_open = others
         .iter()
         .filter(|i| i.id != issue.id && i.status != Status::Fixed && same(i))

@@ -314,8 +314,7 @@ fn concurrent_processes_marking_different_issues_all_land() {
     concurrent_marks(12);
 }
 
-/// The same in a file large enough that each change is written while the rest of the file is
-/// still being parsed.
+/// The same in a large file, where each process holds the lock longer.
 #[test]
 fn concurrent_processes_marking_issues_of_a_large_file_all_land() {
     concurrent_marks(2100);

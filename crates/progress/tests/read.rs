@@ -173,7 +173,7 @@ fn next_order_is_errors_then_entry_points_then_files() {
     assert_contains(&out, "npu-progress issues.json --check-complete");
 }
 
-/// The same order in a file large enough that its issue lines are read on several threads.
+/// The same order in a large file, where most issues share a pattern and a file.
 #[test]
 fn next_order_in_a_large_file_is_the_same() {
     let (mut issues, order) = ordered_issues();

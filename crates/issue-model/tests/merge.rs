@@ -1,0 +1,189 @@
+//! The rescan merge: ids, statuses and history survive rescans; regressions and resolutions
+//! are recorded.
+
+use issue_model::{
+    Category, HistoryStatus, Issue, IssuesFile, Severity, Status, Summary, Tool, fingerprint, merge,
+};
+use std::collections::BTreeSet;
+
+const T0: &str = "2025-01-01T00:00:00Z";
+const T1: &str = "2025-01-02T00:00:00Z";
+
+fn issue(pattern: &str, file: &str, snippet: &str, line: u32) -> Issue {
+    let fp = fingerprint(pattern, file, Some("M.forward"), snippet, 0);
+    Issue {
+        id: String::new(),
+        pattern: pattern.to_owned(),
+        category: Category::Device,
+        severity: Severity::Error,
+        performance: false,
+        file: file.to_owned(),
+        line,
+        column: 5,
+        end_line: line,
+        end_column: 20,
+        symbol: Some("M.forward".to_owned()),
+        message: "m".to_owned(),
+        snippet: snippet.to_owned(),
+        related: vec![],
+        fix_template: format!("references/fix-templates/{pattern}.md"),
+        fingerprint: fp,
+        status: Status::Pending,
+        reason: None,
+        history: vec![],
+    }
+}
+
+fn scan(issues: Vec<Issue>) -> IssuesFile {
+    IssuesFile {
+        schema_version: issue_model::SCHEMA_VERSION,
+        tool: Tool {
+            name: "npu-scan".to_owned(),
+            version: "0.1.0".to_owned(),
+        },
+        root: "proj".to_owned(),
+        scanned_at: T0.to_owned(),
+        summary: Summary::default(),
+        issues,
+        unparsed: vec![],
+    }
+}
+
+fn find<'a>(file: &'a IssuesFile, id: &str) -> &'a Issue {
+    file.issues
+        .iter()
+        .find(|i| i.id == id)
+        .unwrap_or_else(|| panic!("no issue {id}"))
+}
+
+#[test]
+fn first_scan_gives_ids_and_found_entries() {
+    let (merged, report) = merge(None, scan(vec![issue("P_RND", "a.py", "x", 3)]), T0);
+    let only = &merged.issues[0];
+    assert!(
+        only.id.starts_with("RND-") && only.id.len() == 10,
+        "{}",
+        only.id
+    );
+    assert_eq!(only.status, Status::Pending);
+    assert_eq!(only.history.len(), 1);
+    assert_eq!(only.history[0].status, HistoryStatus::Found);
+    assert_eq!(report.new, vec![only.id.clone()]);
+    assert_eq!(merged.summary.total, 1);
+    assert_eq!(merged.summary.by_status["pending"], 1);
+}
+
+#[test]
+fn kept_issues_keep_id_status_reason_and_take_the_new_location() {
+    let (mut first, _) = merge(
+        None,
+        scan(vec![
+            issue("P_RND", "a.py", "x", 3),
+            issue("P_RND", "a.py", "y", 9),
+        ]),
+        T0,
+    );
+    first.issues[0].status = Status::Skipped;
+    first.issues[0].reason = Some("seeded on purpose".to_owned());
+    let (skipped_id, pending_id) = (first.issues[0].id.clone(), first.issues[1].id.clone());
+
+    // The code moved down by ten lines.
+    let (second, report) = merge(
+        Some(&first),
+        scan(vec![
+            issue("P_RND", "a.py", "x", 13),
+            issue("P_RND", "a.py", "y", 19),
+        ]),
+        T1,
+    );
+    assert_eq!(report.kept, vec![skipped_id.clone(), pending_id.clone()]);
+    assert!(report.new.is_empty() && report.regressed.is_empty() && report.resolved.is_empty());
+    let skipped = find(&second, &skipped_id);
+    assert_eq!(skipped.status, Status::Skipped);
+    assert_eq!(skipped.reason.as_deref(), Some("seeded on purpose"));
+    assert_eq!(skipped.line, 13);
+    assert_eq!(find(&second, &pending_id).line, 19);
+    assert_eq!(second.issues.len(), 2);
+}
+
+#[test]
+fn a_fixed_issue_found_again_is_regressed() {
+    let (mut first, _) = merge(None, scan(vec![issue("P_RND", "a.py", "x", 3)]), T0);
+    first.issues[0].status = Status::Fixed;
+    let id = first.issues[0].id.clone();
+    let (second, report) = merge(Some(&first), scan(vec![issue("P_RND", "a.py", "x", 3)]), T1);
+    assert_eq!(report.regressed, vec![id.clone()]);
+    let again = find(&second, &id);
+    assert_eq!(again.status, Status::Pending);
+    let last = again.history.last().map(|h| (h.status, h.at.as_str()));
+    assert_eq!(last, Some((HistoryStatus::Regressed, T1)));
+}
+
+#[test]
+fn vanished_pending_issues_are_resolved_and_others_kept() {
+    let (mut first, _) = merge(
+        None,
+        scan(vec![
+            issue("P_RND", "a.py", "pending", 1),
+            issue("P_RND", "a.py", "fixed", 2),
+            issue("P_RND", "a.py", "skipped", 3),
+        ]),
+        T0,
+    );
+    first.issues[1].status = Status::Fixed;
+    first.issues[2].status = Status::Skipped;
+    first.issues[2].reason = Some("r".to_owned());
+    let ids: Vec<String> = first.issues.iter().map(|i| i.id.clone()).collect();
+
+    let (second, report) = merge(Some(&first), scan(vec![]), T1);
+    assert_eq!(report.resolved, vec![ids[0].clone()]);
+    assert_eq!(second.issues.len(), 3, "the record of the work is kept");
+    let resolved = find(&second, &ids[0]);
+    assert_eq!(resolved.status, Status::Fixed);
+    assert_eq!(
+        resolved.history.last().map(|h| h.status),
+        Some(HistoryStatus::Resolved)
+    );
+    assert_eq!(find(&second, &ids[1]).status, Status::Fixed);
+    assert_eq!(find(&second, &ids[1]).history.len(), 1);
+    assert_eq!(find(&second, &ids[2]).status, Status::Skipped);
+    assert_eq!(second.summary.by_status.get("pending"), None);
+}
+
+#[test]
+fn colliding_short_ids_get_longer() {
+    let mut a = issue("P_RND", "a.py", "x", 1);
+    let mut b = issue("P_RND", "b.py", "y", 1);
+    a.fingerprint = "abcdef0011111111".to_owned();
+    b.fingerprint = "abcdef0022222222".to_owned();
+    let (merged, _) = merge(None, scan(vec![a.clone(), b.clone()]), T0);
+    assert_eq!(merged.issues[0].id, "RND-abcdef");
+    assert_eq!(merged.issues[1].id, "RND-abcdef00");
+
+    // An id already taken in the previous file is never given to a new issue.
+    let mut c = issue("P_RND", "c.py", "z", 1);
+    c.fingerprint = "abcdef0033333333".to_owned();
+    let (second, report) = merge(Some(&merged), scan(vec![c, a, b]), T1);
+    assert_eq!(report.new, vec!["RND-abcdef0033".to_owned()]);
+    assert_eq!(
+        report.kept,
+        vec!["RND-abcdef".to_owned(), "RND-abcdef00".to_owned()]
+    );
+    let ids: BTreeSet<&str> = second.issues.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(ids.len(), 3);
+}
+
+#[test]
+fn a_repeated_fingerprint_is_kept_once() {
+    let a = issue("P_RND", "a.py", "x", 1);
+    let (first, _) = merge(None, scan(vec![a.clone()]), T0);
+    let (second, report) = merge(Some(&first), scan(vec![a.clone(), a]), T1);
+    assert_eq!(report.kept, vec![first.issues[0].id.clone()]);
+    assert!(report.new.is_empty());
+    assert_eq!(second.issues.len(), 1);
+    issue_model::parse(
+        std::path::Path::new("m.json"),
+        issue_model::to_json(&second).as_bytes(),
+    )
+    .unwrap_or_else(|e| panic!("the merged file must be valid: {e}"));
+}
