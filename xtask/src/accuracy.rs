@@ -6,6 +6,8 @@
 //! `{"project": "<name>", "description": "…", "labels": [{"rule": "P_RND", "file": "a/b.py", "line": 42}, …]}`.
 //! A finding is a true positive when a label has the same rule, file and line. Every finding
 //! the scanner reports in a project that no label names is a false positive.
+//!
+//! `--corpus` measures on real code instead: see [`crate::corpus`].
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -35,6 +37,16 @@ pub struct Args {
     /// `check` fails when the committed file is stale.
     #[arg(long, value_enum, value_name = "ACTION")]
     pub rules_doc: Option<RulesDoc>,
+    /// Measure on the real-code corpus instead (`corpus/`: download, scan, compare with the
+    /// hand labels and the baseline).
+    #[arg(long, conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"])]
+    pub corpus: bool,
+    /// With `--corpus`: rewrite `corpus/baseline.tsv` from today's findings.
+    #[arg(long, requires = "corpus")]
+    pub update_baseline: bool,
+    /// With `--corpus`: fail on a malformed label row (as CI does).
+    #[arg(long, requires = "corpus")]
+    pub strict_labels: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,6 +110,13 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    if args.corpus {
+        return crate::corpus::run(&crate::corpus::Options {
+            strict_labels: args.strict_labels,
+            update_baseline: args.update_baseline,
+            verbose: args.verbose,
+        });
+    }
     if args.rules_doc == Some(RulesDoc::Write) {
         let root = crate::project_root();
         write_rules_doc(&root)?;
