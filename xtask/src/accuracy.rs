@@ -37,15 +37,22 @@ pub struct Args {
     /// `check` fails when the committed file is stale.
     #[arg(long, value_enum, value_name = "ACTION")]
     pub rules_doc: Option<RulesDoc>,
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
+}
+
+/// The `--corpus` mode and its flags.
+#[derive(clap::Args, Default)]
+pub struct CorpusArgs {
     /// Measure on the real-code corpus instead (`corpus/`: download, scan, compare with the
     /// hand labels and the baseline).
-    #[arg(long, conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"])]
-    pub corpus: bool,
+    #[arg(long = "corpus", conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"])]
+    pub enabled: bool,
     /// With `--corpus`: rewrite `corpus/baseline.tsv` from today's findings.
-    #[arg(long, requires = "corpus")]
+    #[arg(long, requires = "enabled")]
     pub update_baseline: bool,
     /// With `--corpus`: fail on a malformed label row (as CI does).
-    #[arg(long, requires = "corpus")]
+    #[arg(long, requires = "enabled")]
     pub strict_labels: bool,
 }
 
@@ -110,10 +117,10 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if args.corpus {
+    if args.corpus.enabled {
         return crate::corpus::run(&crate::corpus::Options {
-            strict_labels: args.strict_labels,
-            update_baseline: args.update_baseline,
+            strict_labels: args.corpus.strict_labels,
+            update_baseline: args.corpus.update_baseline,
             verbose: args.verbose,
         });
     }

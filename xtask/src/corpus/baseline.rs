@@ -1,28 +1,28 @@
 //! `corpus/baseline.tsv`: the findings of the scanner on the corpus when it was last accepted,
 //! so a rule change shows what it adds and removes on real code (like ruff's ecosystem check).
 //!
-//! One row per finding, sorted: `file  line  pattern  message`. Findings are compared by
-//! file, line and pattern; the message is there to read.
+//! One row per finding, sorted: `file  line  pattern  message`. Rows are compared whole, so a
+//! changed message shows as one vanished and one new row.
 
 use super::score::Finding;
 use anyhow::{Context, Result, bail};
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::fs;
 use std::path::Path;
 
 const HEADER: &str = "# file\tline\tpattern\tmessage\n# Written by `cargo xtask accuracy --corpus --update-baseline`; do not edit.\n";
 
-type Key = (String, u32, String);
+type Key = (String, u32, String, String);
 
-/// The baseline rows, keyed by (file, line, pattern); `None` when there is no baseline yet.
-pub fn read(path: &Path) -> Result<Option<BTreeMap<Key, String>>> {
+/// The baseline rows; `None` when there is no baseline yet.
+pub fn read(path: &Path) -> Result<Option<BTreeSet<Key>>> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
     };
-    let mut rows = BTreeMap::new();
+    let mut rows = BTreeSet::new();
     for (i, row) in text.lines().enumerate() {
         if row.is_empty() || row.starts_with('#') {
             continue;
@@ -32,60 +32,53 @@ pub fn read(path: &Path) -> Result<Option<BTreeMap<Key, String>>> {
         let (Some(line), 4) = (line, cols.len()) else {
             bail!("{}:{}: not a baseline row", path.display(), i + 1);
         };
-        rows.insert(
-            (cols[0].to_owned(), line, cols[2].to_owned()),
+        rows.insert((
+            cols[0].to_owned(),
+            line,
+            cols[2].to_owned(),
             cols[3].to_owned(),
-        );
+        ));
     }
     Ok(Some(rows))
 }
 
-fn one_line(message: &str) -> String {
-    message.replace(['\t', '\n', '\r'], " ")
+fn rows(findings: &[Finding]) -> BTreeSet<Key> {
+    findings
+        .iter()
+        .map(|f| {
+            (
+                f.file.clone(),
+                f.line,
+                f.pattern.clone(),
+                f.message.replace(['\t', '\n', '\r'], " "),
+            )
+        })
+        .collect()
 }
 
 /// The baseline file's text for `findings`.
 pub fn render(findings: &[Finding]) -> String {
-    let mut rows: BTreeMap<Key, String> = BTreeMap::new();
-    for f in findings {
-        rows.entry((f.file.clone(), f.line, f.pattern.clone()))
-            .or_insert_with(|| one_line(&f.message));
-    }
     let mut out = HEADER.to_owned();
-    for ((file, line, pattern), message) in rows {
+    for (file, line, pattern, message) in rows(findings) {
         let _ = writeln!(out, "{file}\t{line}\t{pattern}\t{message}");
     }
     out
 }
 
-/// New and vanished findings against `baseline`, as printed.
-pub fn diff(baseline: &BTreeMap<Key, String>, findings: &[Finding]) -> (usize, usize, String) {
-    let mut current: BTreeMap<Key, String> = BTreeMap::new();
-    for f in findings {
-        current
-            .entry((f.file.clone(), f.line, f.pattern.clone()))
-            .or_insert_with(|| one_line(&f.message));
-    }
+/// New and vanished findings against `baseline`: their counts and the sorted `+`/`-` lines.
+pub fn diff(baseline: &BTreeSet<Key>, findings: &[Finding]) -> (usize, usize, String) {
+    let current = rows(findings);
+    let mut changes: Vec<(&Key, char)> = current
+        .difference(baseline)
+        .map(|k| (k, '+'))
+        .chain(baseline.difference(&current).map(|k| (k, '-')))
+        .collect();
+    changes.sort();
+    let added = current.difference(baseline).count();
+    let vanished = changes.len() - added;
     let mut out = String::new();
-    let mut added = 0;
-    let mut vanished = 0;
-    // One sorted walk over both: `+` new, `-` vanished.
-    let mut keys: Vec<&Key> = current.keys().chain(baseline.keys()).collect();
-    keys.sort();
-    keys.dedup();
-    for key in keys {
-        let (file, line, pattern) = key;
-        match (current.get(key), baseline.get(key)) {
-            (Some(message), None) => {
-                added += 1;
-                let _ = writeln!(out, "+ {pattern} {file}:{line}  {message}");
-            }
-            (None, Some(message)) => {
-                vanished += 1;
-                let _ = writeln!(out, "- {pattern} {file}:{line}  {message}");
-            }
-            _ => {}
-        }
+    for ((file, line, pattern, message), sign) in changes {
+        let _ = writeln!(out, "{sign} {pattern} {file}:{line}  {message}");
     }
     (added, vanished, out)
 }

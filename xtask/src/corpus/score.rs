@@ -2,10 +2,10 @@
 //! per rule id.
 //!
 //! Matching. A finding matches a label of the same family when it is in the same file and its
-//! line is within [`TOLERANCE`] lines of the label's. P_ENT, P_DEV and P_CFG form one family
+//! line is within [`TOLERANCE`] lines of the label's. `P_ENT`, `P_DEV` and `P_CFG` form one family
 //! (an entry point, the hard-coded CUDA lines it reaches and the config values it reads are
-//! one fix): for a finding of that family its `related[]` locations count as well, so a P_ENT
-//! finding whose `related[]` names a labelled `.cuda()` line matches that P_DEV label.
+//! one fix): for a finding of that family its `related[]` locations count as well, so a `P_ENT`
+//! finding whose `related[]` names a labelled `.cuda()` line matches that `P_DEV` label.
 //!
 //! Figures, over unambiguous labels only:
 //! - recall = positive labels matched by at least one finding / all positive labels;
