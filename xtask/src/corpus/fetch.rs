@@ -288,4 +288,65 @@ mod tests {
             );
         }
     }
+
+    fn wheel_bytes() -> Vec<u8> {
+        use std::io::Write;
+        let mut buf = std::io::Cursor::new(Vec::new());
+        let mut zip = zip::ZipWriter::new(&mut buf);
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        zip.start_file("pkg/mod.py", options).unwrap();
+        zip.write_all(b"import torch\n").unwrap();
+        zip.finish().unwrap();
+        buf.into_inner()
+    }
+
+    fn dist(url: String, sha256: String) -> Distribution {
+        Distribution {
+            name: "demo-pkg".to_owned(),
+            version: "1.0".to_owned(),
+            kind: Kind::Wheel,
+            filename: "demo_pkg-1.0-py3-none-any.whl".to_owned(),
+            url,
+            sha256,
+            exclude: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_checked_wheel_is_extracted_once_and_a_bad_one_names_its_package() {
+        let dir = tempfile::tempdir().unwrap();
+        let source = dir.path().join("source.whl");
+        fs::write(&source, wheel_bytes()).unwrap();
+        let url = format!("file://{}", source.display());
+        let sha = sha256_of(&source).unwrap();
+        let cache = dir.path().join("cache");
+
+        let wrong = dist(url.clone(), "0".repeat(64));
+        let err = format!("{:#}", ensure(&cache, &wrong).unwrap_err());
+        assert!(
+            err.contains("demo-pkg-1.0") && err.contains("sha256 mismatch"),
+            "{err}"
+        );
+        assert!(!cache.join("demo-pkg-1.0").exists());
+
+        let missing = dist(
+            format!("file://{}/absent.whl", dir.path().display()),
+            sha.clone(),
+        );
+        let err = format!("{:#}", ensure(&cache, &missing).unwrap_err());
+        assert!(err.contains("download of demo-pkg-1.0 failed"), "{err}");
+
+        let good = dist(url, sha);
+        let target = ensure(&cache, &good).unwrap();
+        assert_eq!(target, cache.join("demo-pkg-1.0"));
+        assert_eq!(
+            fs::read_to_string(target.join("pkg/mod.py")).unwrap(),
+            "import torch\n"
+        );
+        assert!(target.join(".complete").exists());
+        // Cached: no download, even from a URL that no longer works.
+        fs::remove_file(&source).unwrap();
+        assert_eq!(ensure(&cache, &good).unwrap(), target);
+    }
 }
