@@ -101,8 +101,9 @@ pub fn run(opts: &Options) -> Result<()> {
         dirs.len()
     );
     println!(
-        "pos/found/recall: unambiguous positive labels; finds/tp/fp/unlab/precision: findings; \
-         neg/hit: unambiguous NOT_ labels; amb+/amb-: ambiguous positives matched, negatives hit\n"
+        "pos/found/recall: unambiguous positive labels; finds/tp/fp/amb/unlab/precision: findings \
+         (amb: at ambiguous labels only, unlab: at no label); neg/hit: unambiguous NOT_ labels; \
+         amb+/amb-: ambiguous positives matched, negatives hit\n"
     );
     print!("{}", score::render(&report, opts.verbose));
 

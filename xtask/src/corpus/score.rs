@@ -10,8 +10,9 @@
 //! Figures, over unambiguous labels only:
 //! - recall = positive labels matched by at least one finding / all positive labels;
 //! - precision = TP / (TP + FP), where a finding is a TP when it matches a positive label and
-//!   an FP when it matches no positive label but a `NOT_` label. Findings that match no
-//!   unambiguous label are counted as unlabelled (to be reviewed, not scored).
+//!   an FP when it matches no positive label but a `NOT_` label. Findings that match only
+//!   ambiguous labels are counted apart, and findings that match no label at all are counted
+//!   as unlabelled (to be reviewed, not scored).
 //!
 //! Ambiguous labels are scored apart: how many ambiguous positives are matched, and how many
 //! ambiguous negatives are hit.
@@ -62,6 +63,8 @@ pub struct Score {
     pub true_positives: usize,
     pub false_positives: usize,
     pub unlabelled: usize,
+    /// Findings that match only ambiguous labels.
+    pub at_ambiguous: usize,
     pub ambiguous_positives: usize,
     pub ambiguous_matched: usize,
     pub ambiguous_negatives: usize,
@@ -87,6 +90,7 @@ impl Score {
         self.true_positives += o.true_positives;
         self.false_positives += o.false_positives;
         self.unlabelled += o.unlabelled;
+        self.at_ambiguous += o.at_ambiguous;
         self.ambiguous_positives += o.ambiguous_positives;
         self.ambiguous_matched += o.ambiguous_matched;
         self.ambiguous_negatives += o.ambiguous_negatives;
@@ -111,7 +115,7 @@ pub struct Report {
     pub misses: Vec<Label>,
     /// Findings at unambiguous `NOT_` labels (and not at a positive one), with the label.
     pub false_positives: Vec<(Finding, Label)>,
-    /// Findings that match no unambiguous label.
+    /// Findings that match no label.
     pub unlabelled: Vec<Finding>,
 }
 
@@ -159,7 +163,7 @@ pub fn compare(findings: &[Finding], labels: &[Label], rules: &[&str]) -> Report
         }
     }
     let mut by_label_file: BTreeMap<&str, Vec<&Label>> = BTreeMap::new();
-    for l in labels.iter().filter(|l| !l.ambiguous) {
+    for l in labels {
         by_label_file.entry(l.file.as_str()).or_default().push(l);
     }
     for f in findings {
@@ -176,13 +180,15 @@ pub fn compare(findings: &[Finding], labels: &[Label], rules: &[&str]) -> Report
             .collect();
         let score = report.by_rule.entry(f.pattern.clone()).or_default();
         score.findings += 1;
-        if near.iter().any(|l| l.positive) {
+        if near.iter().any(|l| l.positive && !l.ambiguous) {
             score.true_positives += 1;
-        } else if let Some(negative) = near.first() {
+        } else if let Some(negative) = near.iter().find(|l| !l.ambiguous) {
             score.false_positives += 1;
             report
                 .false_positives
                 .push((f.clone(), (*negative).clone()));
+        } else if !near.is_empty() {
+            score.at_ambiguous += 1;
         } else {
             score.unlabelled += 1;
             report.unlabelled.push(f.clone());
@@ -208,13 +214,14 @@ fn fmt_ratio(r: Option<f64>) -> String {
 fn row(out: &mut String, name: &str, s: &Score) {
     let _ = writeln!(
         out,
-        "{name:<18} {:>4} {:>5} {:>6} {:>5} {:>4} {:>4} {:>6} {:>9} {:>4} {:>4}   {:>3}/{:<3} {:>3}/{:<3}",
+        "{name:<18} {:>4} {:>5} {:>6} {:>5} {:>4} {:>4} {:>4} {:>6} {:>9} {:>4} {:>4}   {:>3}/{:<3} {:>3}/{:<3}",
         s.positives,
         s.matched,
         fmt_ratio(s.recall()),
         s.findings,
         s.true_positives,
         s.false_positives,
+        s.at_ambiguous,
         s.unlabelled,
         fmt_ratio(s.precision()),
         s.negatives,
@@ -231,7 +238,7 @@ fn row(out: &mut String, name: &str, s: &Score) {
 pub fn render(report: &Report, verbose: bool) -> String {
     let mut out = String::new();
     let header = format!(
-        "{:<18} {:>4} {:>5} {:>6} {:>5} {:>4} {:>4} {:>6} {:>9} {:>4} {:>4}   {:>7} {:>7}\n",
+        "{:<18} {:>4} {:>5} {:>6} {:>5} {:>4} {:>4} {:>4} {:>6} {:>9} {:>4} {:>4}   {:>7} {:>7}\n",
         "family / rule",
         "pos",
         "found",
@@ -239,6 +246,7 @@ pub fn render(report: &Report, verbose: bool) -> String {
         "finds",
         "tp",
         "fp",
+        "amb",
         "unlab",
         "precision",
         "neg",
@@ -367,8 +375,13 @@ mod tests {
         let s = &report.by_family["P_FLA"];
         assert_eq!((s.positives, s.matched), (2, 1));
         assert_eq!(
-            (s.true_positives, s.false_positives, s.unlabelled),
-            (1, 1, 2)
+            (
+                s.true_positives,
+                s.false_positives,
+                s.at_ambiguous,
+                s.unlabelled
+            ),
+            (1, 1, 1, 1)
         );
         assert_eq!((s.ambiguous_positives, s.ambiguous_matched), (1, 1));
         assert_eq!(s.recall(), Some(0.5));
