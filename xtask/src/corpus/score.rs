@@ -6,6 +6,7 @@
 //! (an entry point, the hard-coded CUDA lines it reaches and the config values it reads are
 //! one fix): for a finding of that family its `related[]` locations count as well, so a `P_ENT`
 //! finding whose `related[]` names a labelled `.cuda()` line matches that `P_DEV` label.
+//! `NOT_` labels are matched by the finding's own line only.
 //!
 //! Figures, over unambiguous labels only:
 //! - recall = positive labels matched by at least one finding / all positive labels;
@@ -47,8 +48,11 @@ fn matches(f: &Finding, l: &Label) -> bool {
         return false;
     }
     let near = |file: &str, line: u32| file == l.file && line.abs_diff(l.line) <= TOLERANCE;
+    // related[] only widens what a finding covers: a NOT_ label is judged by the finding's
+    // own line, since the entry point it reports is not wrong for listing a look-alike.
     near(&f.file, f.line)
-        || (family(&f.pattern) != f.pattern.as_str()
+        || (l.positive
+            && family(&f.pattern) != f.pattern.as_str()
             && f.related.iter().any(|(file, line)| near(file, *line)))
 }
 
@@ -354,6 +358,18 @@ mod tests {
         assert!(!matches(
             &finding("P_FLA", 1, &[40]),
             &label("P_FLA", 40, true, false)
+        ));
+    }
+
+    #[test]
+    fn a_not_label_is_judged_by_the_findings_own_line() {
+        assert!(matches(
+            &finding("P_ENT", 40, &[]),
+            &label("P_DEV", 41, false, false)
+        ));
+        assert!(!matches(
+            &finding("P_ENT", 1, &[40]),
+            &label("P_DEV", 40, false, false)
         ));
     }
 
