@@ -184,18 +184,23 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The files of `dir` whose extension is `ext`, sorted; an error when there are none.
+pub fn label_files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no label files (*.{ext}) in {}", dir.display());
+    }
+    Ok(files)
+}
+
 /// Scan every labelled project under `dir` and score each rule of the registry.
 pub fn measure(dir: &Path) -> Result<BTreeMap<String, RuleScore>> {
-    let labels_dir = dir.join("labels");
-    let mut label_files: Vec<PathBuf> = fs::read_dir(&labels_dir)
-        .with_context(|| format!("cannot read {}", labels_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    label_files.sort();
-    if label_files.is_empty() {
-        bail!("no label files in {}", labels_dir.display());
-    }
+    let label_files = label_files(&dir.join("labels"), "json")?;
     let mut scores: BTreeMap<String, RuleScore> = scan::rules::registry()
         .iter()
         .map(|r| (r.id.to_owned(), RuleScore::default()))

@@ -5,7 +5,7 @@
 //! `label` a rule id (`P_FLA`, a positive) or `NOT_<id>` (a look-alike the scanner must not
 //! report there), `ambiguous` is `yes` or `no`, `reason` one line.
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -33,15 +33,7 @@ pub struct Loaded {
 /// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` to its extracted directory:
 /// a label must name a file there and a line the file has.
 pub fn load(dir: &Path, dists: &BTreeMap<String, PathBuf>) -> Result<Loaded> {
-    let mut files: Vec<PathBuf> = fs::read_dir(dir)
-        .with_context(|| format!("cannot read {}", dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "tsv"))
-        .collect();
-    files.sort();
-    if files.is_empty() {
-        bail!("no label files (*.tsv) in {}", dir.display());
-    }
+    let files = crate::accuracy::label_files(dir, "tsv")?;
     let rules: BTreeSet<&str> = scan::rules::registry().iter().map(|r| r.id).collect();
     let mut line_counts: BTreeMap<String, Option<usize>> = BTreeMap::new();
     let mut loaded = Loaded {
