@@ -349,4 +349,30 @@ mod tests {
         fs::remove_file(&source).unwrap();
         assert_eq!(ensure(&cache, &good).unwrap(), target);
     }
+
+    #[test]
+    fn an_sdist_loses_its_top_level_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("demo-1.0.tar.gz");
+        let gz = flate2::write::GzEncoder::new(
+            fs::File::create(&archive).unwrap(),
+            flate2::Compression::fast(),
+        );
+        let mut tar = tar::Builder::new(gz);
+        let body = b"x = 1\n";
+        let mut header = tar::Header::new_gnu();
+        header.set_size(body.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, "demo-1.0/pkg/a.py", &body[..])
+            .unwrap();
+        tar.into_inner().unwrap().finish().unwrap();
+        let into = dir.path().join("out");
+        fs::create_dir_all(&into).unwrap();
+        untar_stripped(&archive, &into).unwrap();
+        assert_eq!(
+            fs::read_to_string(into.join("pkg/a.py")).unwrap(),
+            "x = 1\n"
+        );
+    }
 }
