@@ -21,7 +21,8 @@ pub struct Args {
     /// Directory holding `projects/` and `labels/` (default: the scanner's labelled projects).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Print every false positive and false negative.
+    /// Print every false positive and false negative (with `--corpus`, also every finding no
+    /// label judges).
     #[arg(long, short)]
     pub verbose: bool,
     /// Output format of the figures.
