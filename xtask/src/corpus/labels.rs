@@ -30,9 +30,30 @@ pub struct Loaded {
     pub problems: Vec<String>,
 }
 
-/// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` to its extracted directory:
-/// a label must name a file there and a line the file has.
-pub fn load(dir: &Path, dists: &BTreeMap<String, PathBuf>) -> Result<Loaded> {
+/// An extracted distribution, as labels see it.
+pub struct Tree {
+    pub root: PathBuf,
+    /// The manifest's `exclude` globs: nothing there may be labelled.
+    pub exclude: globset::GlobSet,
+}
+
+impl Tree {
+    /// Whether the scan skips `rel`: a glob matches one of its leading paths or names, as
+    /// the scanner's walker tests every directory and file on the way down.
+    fn excludes(&self, rel: &str) -> bool {
+        let mut end = 0;
+        rel.split('/').any(|name| {
+            end += name.len();
+            let hit = self.exclude.is_match(&rel[..end]) || self.exclude.is_match(name);
+            end += 1;
+            hit
+        })
+    }
+}
+
+/// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` to its extracted tree: a
+/// label must name a scanned file there and a line the file has.
+pub fn load(dir: &Path, dists: &BTreeMap<String, Tree>) -> Result<Loaded> {
     let files = crate::accuracy::label_files(dir, "tsv")?;
     let rules: BTreeSet<&str> = scan::rules::registry().iter().map(|r| r.id).collect();
     let mut line_counts: BTreeMap<String, Option<usize>> = BTreeMap::new();
@@ -126,7 +147,7 @@ fn parse_row(row: &str, origin: &str, rules: &BTreeSet<&str>) -> Result<Label, S
 /// Why `label` does not point at a line of the corpus, if it does not.
 fn check_location(
     label: &Label,
-    dists: &BTreeMap<String, PathBuf>,
+    dists: &BTreeMap<String, Tree>,
     line_counts: &mut BTreeMap<String, Option<usize>>,
 ) -> Option<String> {
     let Some((dist, rel)) = label.file.split_once('/') else {
@@ -135,7 +156,7 @@ fn check_location(
             label.file
         ));
     };
-    let Some(root) = dists.get(dist) else {
+    let Some(tree) = dists.get(dist) else {
         return Some(format!("{dist} is not a distribution of the manifest"));
     };
     if rel
@@ -144,8 +165,14 @@ fn check_location(
     {
         return Some(format!("{} is not a plain relative path", label.file));
     }
+    if tree.excludes(rel) {
+        return Some(format!(
+            "{} is excluded from the corpus by the manifest",
+            label.file
+        ));
+    }
     let count = line_counts.entry(label.file.clone()).or_insert_with(|| {
-        fs::read(root.join(rel))
+        fs::read(tree.root.join(rel))
             .ok()
             .map(|bytes| bytes.split(|&b| b == b'\n').count())
     });
@@ -216,9 +243,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("d-1/pkg")).unwrap();
         fs::write(dir.path().join("d-1/pkg/a.py"), "x = 1\ny = 2\n").unwrap();
-        let dists: BTreeMap<String, PathBuf> = [("d-1".to_owned(), dir.path().join("d-1"))]
-            .into_iter()
-            .collect();
+        let tree = Tree {
+            root: dir.path().join("d-1"),
+            exclude: scan::files::exclude_set(&["vendored".to_owned()]).unwrap(),
+        };
+        let dists: BTreeMap<String, Tree> = [("d-1".to_owned(), tree)].into_iter().collect();
         let mut counts = BTreeMap::new();
         let label = |file: &str, line| Label {
             file: file.to_owned(),
@@ -237,5 +266,9 @@ mod tests {
         assert!(check_location(&label("d-1/pkg/b.py", 1), &dists, &mut counts).is_some());
         assert!(check_location(&label("e-2/pkg/a.py", 1), &dists, &mut counts).is_some());
         assert!(check_location(&label("d-1/../a.py", 1), &dists, &mut counts).is_some());
+        fs::create_dir_all(dir.path().join("d-1/pkg/vendored")).unwrap();
+        fs::write(dir.path().join("d-1/pkg/vendored/b.py"), "x = 1\n").unwrap();
+        let excluded = check_location(&label("d-1/pkg/vendored/b.py", 1), &dists, &mut counts);
+        assert!(excluded.is_some_and(|e| e.contains("excluded")));
     }
 }

@@ -43,7 +43,20 @@ pub fn run(opts: &Options) -> Result<()> {
         started.elapsed().as_secs_f64()
     );
 
-    let loaded = labels::load(&corpus.join("labels"), &dirs)?;
+    let mut trees = BTreeMap::new();
+    for dist in &manifest.distributions {
+        let name = dist.dir_name();
+        let exclude = scan::files::exclude_set(&dist.exclude)
+            .with_context(|| format!("{name}: a bad exclude glob in corpus/manifest.json"))?;
+        trees.insert(
+            name.clone(),
+            labels::Tree {
+                root: dirs[&name].clone(),
+                exclude,
+            },
+        );
+    }
+    let loaded = labels::load(&corpus.join("labels"), &trees)?;
     for problem in &loaded.problems {
         eprintln!("xtask: corpus: malformed label: {problem}");
     }
