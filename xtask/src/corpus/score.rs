@@ -11,9 +11,9 @@
 //! Figures, over unambiguous labels only:
 //! - recall = positive labels matched by at least one finding / all positive labels;
 //! - precision = TP / (TP + FP), where a finding is a TP when it matches a positive label and
-//!   an FP when it matches no positive label but a `NOT_` label. Findings that match only
-//!   ambiguous labels are counted apart, and findings that match no label at all are counted
-//!   as unlabelled (to be reviewed, not scored).
+//!   an FP when it matches no positive label but a `NOT_` label. Findings whose own line is at
+//!   an ambiguous label only are counted apart, and the other findings as unlabelled (to be
+//!   reviewed, not scored).
 //!
 //! Ambiguous labels are scored apart: how many ambiguous positives are matched, and how many
 //! ambiguous negatives are hit.
@@ -44,16 +44,21 @@ pub fn family(rule: &str) -> &str {
 }
 
 fn matches(f: &Finding, l: &Label) -> bool {
-    if family(&f.pattern) != family(&l.rule) {
-        return false;
-    }
-    let near = |file: &str, line: u32| file == l.file && line.abs_diff(l.line) <= TOLERANCE;
     // related[] only widens what a finding covers: a NOT_ label is judged by the finding's
     // own line, since the entry point it reports is not wrong for listing a look-alike.
-    near(&f.file, f.line)
+    at_own_line(f, l)
         || (l.positive
+            && family(&f.pattern) == family(&l.rule)
             && family(&f.pattern) != f.pattern.as_str()
-            && f.related.iter().any(|(file, line)| near(file, *line)))
+            && f.related.iter().any(|(file, line)| near(l, file, *line)))
+}
+
+fn at_own_line(f: &Finding, l: &Label) -> bool {
+    family(&f.pattern) == family(&l.rule) && near(l, &f.file, f.line)
+}
+
+fn near(l: &Label, file: &str, line: u32) -> bool {
+    file == l.file && line.abs_diff(l.line) <= TOLERANCE
 }
 
 /// Counts for one family or one rule id.
@@ -191,7 +196,9 @@ pub fn compare(findings: &[Finding], labels: &[Label], rules: &[&str]) -> Report
             report
                 .false_positives
                 .push((f.clone(), (*negative).clone()));
-        } else if !near.is_empty() {
+        } else if near.iter().any(|l| at_own_line(f, l)) {
+            // At an ambiguous label; one reached only through related[] leaves the finding
+            // itself unlabelled.
             score.at_ambiguous += 1;
         } else {
             score.unlabelled += 1;
