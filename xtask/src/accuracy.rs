@@ -6,6 +6,8 @@
 //! `{"project": "<name>", "description": "…", "labels": [{"rule": "P_RND", "file": "a/b.py", "line": 42}, …]}`.
 //! A finding is a true positive when a label has the same rule, file and line. Every finding
 //! the scanner reports in a project that no label names is a false positive.
+//!
+//! `--corpus` measures on real code instead: see [`crate::corpus`].
 
 use anyhow::{Context, Result, bail};
 use serde::Deserialize;
@@ -19,7 +21,8 @@ pub struct Args {
     /// Directory holding `projects/` and `labels/` (default: the scanner's labelled projects).
     #[arg(long)]
     pub dir: Option<PathBuf>,
-    /// Print every false positive and false negative.
+    /// Print every false positive and false negative (with `--corpus`, also every finding no
+    /// label judges).
     #[arg(long, short)]
     pub verbose: bool,
     /// Output format of the figures.
@@ -35,6 +38,23 @@ pub struct Args {
     /// `check` fails when the committed file is stale.
     #[arg(long, value_enum, value_name = "ACTION")]
     pub rules_doc: Option<RulesDoc>,
+    #[command(flatten)]
+    pub corpus: CorpusArgs,
+}
+
+/// The `--corpus` mode and its flags.
+#[derive(clap::Args, Default)]
+pub struct CorpusArgs {
+    /// Measure on the real-code corpus instead (`corpus/`: download, scan, compare with the
+    /// hand labels and the baseline).
+    #[arg(long = "corpus", conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"])]
+    pub enabled: bool,
+    /// With `--corpus`: rewrite `corpus/baseline.tsv` from today's findings.
+    #[arg(long, requires = "enabled")]
+    pub update_baseline: bool,
+    /// With `--corpus`: fail on a malformed label row (as CI does).
+    #[arg(long, requires = "enabled")]
+    pub strict_labels: bool,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq)]
@@ -98,6 +118,13 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 pub fn run(args: &Args) -> Result<()> {
+    if args.corpus.enabled {
+        return crate::corpus::run(&crate::corpus::Options {
+            strict_labels: args.corpus.strict_labels,
+            update_baseline: args.corpus.update_baseline,
+            verbose: args.verbose,
+        });
+    }
     if args.rules_doc == Some(RulesDoc::Write) {
         let root = crate::project_root();
         write_rules_doc(&root)?;
@@ -158,18 +185,23 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
+/// The files of `dir` whose extension is `ext`, sorted; an error when there are none.
+pub fn label_files(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .with_context(|| format!("cannot read {}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == ext))
+        .collect();
+    files.sort();
+    if files.is_empty() {
+        bail!("no label files (*.{ext}) in {}", dir.display());
+    }
+    Ok(files)
+}
+
 /// Scan every labelled project under `dir` and score each rule of the registry.
 pub fn measure(dir: &Path) -> Result<BTreeMap<String, RuleScore>> {
-    let labels_dir = dir.join("labels");
-    let mut label_files: Vec<PathBuf> = fs::read_dir(&labels_dir)
-        .with_context(|| format!("cannot read {}", labels_dir.display()))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .collect();
-    label_files.sort();
-    if label_files.is_empty() {
-        bail!("no label files in {}", labels_dir.display());
-    }
+    let label_files = label_files(&dir.join("labels"), "json")?;
     let mut scores: BTreeMap<String, RuleScore> = scan::rules::registry()
         .iter()
         .map(|r| (r.id.to_owned(), RuleScore::default()))

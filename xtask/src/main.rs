@@ -9,6 +9,7 @@ mod accuracy;
 mod bench_patches;
 mod bench_progress;
 mod bench_scan;
+mod corpus;
 mod dist;
 mod test;
 mod tidy;
@@ -34,7 +35,8 @@ enum Command {
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(Bench),
-    /// Precision and recall of every rule over the labelled fixture projects.
+    /// Precision and recall of every rule over the labelled fixture projects (or, with
+    /// `--corpus`, over the hand-labelled real-code corpus).
     Accuracy(accuracy::Args),
     /// Build the release bundle under target/dist/.
     Dist(dist::Args),

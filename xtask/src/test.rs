@@ -1,8 +1,9 @@
 //! `cargo xtask test`: every check and test, from a fresh clone, in one command.
 //!
-//! Order: rustfmt check, clippy with `-D warnings`, the cargo tests, the Python venv, the release
-//! bundle, then pytest over `tests/`. Every step runs even when an earlier one fails, so one run
-//! shows everything that is wrong; the exit code is non-zero if any step failed.
+//! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the cargo tests, the scanner
+//! on the real-code corpus (`accuracy --corpus`), the release bundle, then pytest over `tests/`.
+//! Every step runs even when an earlier one fails, so one run shows everything that is wrong;
+//! the exit code is non-zero if any step failed.
 
 use anyhow::{Result, bail};
 use std::time::Instant;
@@ -87,6 +88,18 @@ pub fn run(args: &Args) -> Result<()> {
         .status
         .success();
     step("cargo test", ok, t);
+
+    // The scanner on the pinned real-code corpus: downloads (cached) like the venv, fails on a
+    // download, hash, scan or label-file error, and only prints the figures.
+    let t = Instant::now();
+    let corpus = crate::corpus::run(&crate::corpus::Options {
+        strict_labels: true,
+        ..crate::corpus::Options::default()
+    });
+    if let Err(e) = &corpus {
+        eprintln!("xtask: error: {e:#}");
+    }
+    step("accuracy --corpus", corpus.is_ok(), t);
 
     let t = Instant::now();
     let bundle = crate::dist::run(&crate::dist::Args {

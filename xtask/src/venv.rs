@@ -58,7 +58,7 @@ pub fn ensure() -> Result<PathBuf> {
     Ok(python)
 }
 
-fn cache_dir() -> PathBuf {
+pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("NPU_PATCHER_VENV_DIR") {
         return PathBuf::from(dir);
     }
