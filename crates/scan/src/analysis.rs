@@ -186,6 +186,36 @@ impl<'a> Function<'a> {
     }
 }
 
+/// The innermost statement is inside an `if`/`elif` chain that tests for the NPU in one of its
+/// branches (`elif torch.npu.is_available():`, `elif device == "npu":`): code that already
+/// dispatches on the NPU, whose CUDA branch is only one of several.
+pub fn in_chain_testing_npu(sem: &Semantic<'_>) -> bool {
+    sem.stmts().iter().any(|stmt| {
+        let Stmt::If(head) = stmt else { return false };
+        let mut current = head;
+        loop {
+            if tests_npu(&current.test) {
+                return true;
+            }
+            match current.orelse.as_slice() {
+                [Stmt::If(next)] => current = next,
+                _ => return false,
+            }
+        }
+    })
+}
+
+/// A test that names the NPU: an `npu…` string, or a name or attribute with `npu` as a word.
+fn tests_npu(test: &Expr) -> bool {
+    let word = |ident: &str| ident.split('_').any(|w| w.eq_ignore_ascii_case("npu"));
+    find_in_expr(test).iter().any(|e| match e {
+        Expr::Constant(c) => matches!(&c.value, ast::Constant::Str(v) if v.starts_with("npu")),
+        Expr::Attribute(a) => word(a.attr.as_str()),
+        Expr::Name(n) => word(n.id.as_str()),
+        _ => false,
+    })
+}
+
 /// When `stmt` is the first statement of a function body, that function's definition.
 /// Rules that analyse a whole function do it here, once the function's scope is entered.
 pub fn function_entry<'a>(sem: &Semantic<'a>, stmt: &'a Stmt) -> Option<&'a Stmt> {

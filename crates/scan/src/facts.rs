@@ -158,6 +158,27 @@ pub struct FileFacts {
     pub notes: BTreeMap<&'static str, Vec<Site>>,
 }
 
+/// Top-level packages whose import means the program runs torch: torch itself and libraries
+/// built on it that put models on the device for their caller (trainers, policies, pipelines).
+const TORCH_LIBRARIES: &[&str] = &[
+    "torch",
+    "pytorch_lightning",
+    "lightning",
+    "accelerate",
+    "transformers",
+    "trl",
+    "peft",
+    "diffusers",
+    "timm",
+    "deepspeed",
+    "stable_baselines3",
+    "sb3_contrib",
+    "tianshou",
+    "torchrl",
+    "skrl",
+    "d3rlpy",
+];
+
 /// The walk's position, for locating a fact.
 #[derive(Clone, Copy)]
 pub(crate) struct At<'s, 'a> {
@@ -294,6 +315,11 @@ impl FactRecorder {
 
     pub(crate) fn import(&mut self, at: At<'_, '_>, stmt: &Stmt) {
         let line = at.file.position(stmt.start()).0;
+        let conditional = at
+            .semantic
+            .stmts()
+            .iter()
+            .any(|s| matches!(s, Stmt::If(i) if !crate::semantic::is_main_guard_test(&i.test)));
         let mut modules: Vec<Vec<String>> = Vec::new();
         match stmt {
             Stmt::Import(import) => {
@@ -330,13 +356,12 @@ impl FactRecorder {
         for candidates in modules {
             for c in &candidates {
                 let head = c.split('.').next().unwrap_or("");
-                if matches!(
-                    head,
-                    "torch" | "pytorch_lightning" | "lightning" | "accelerate"
-                ) {
+                if TORCH_LIBRARIES.contains(&head) {
                     self.facts.uses_torch = true;
                 }
-                if head == "torch_npu" || c.ends_with("transfer_to_npu") {
+                // `if is_torch_npu_available(): import torch_npu` in a library is that
+                // library's own NPU support, not the program's setup.
+                if (head == "torch_npu" || c.ends_with("transfer_to_npu")) && !conditional {
                     self.facts.sets_up_npu = true;
                 }
             }

@@ -7,6 +7,7 @@
 
 use super::{Checker, ProjectChecker, Rule, RuleInfo};
 use crate::semantic::Semantic;
+use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Related, Severity};
 use std::collections::{BTreeMap, BTreeSet};
@@ -32,6 +33,9 @@ const DEVICE_USE: &str = "device-use";
 /// A call to a function by name: the qualified name through imports, or `.name` for a name
 /// defined in the same file.
 const CALL: &str = "call";
+/// Device work and calls made in the file's own `if __name__ == "__main__":` block.
+const MAIN_DEVICE: &str = "main-device";
+const MAIN_CALL: &str = "main-call";
 /// How many calls deep [`calls_device_work`] follows functions across files.
 const CALL_DEPTH: usize = 4;
 
@@ -62,17 +66,35 @@ impl Rule for EntryWithoutNpu {
     }
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
+        let in_main = cx.semantic().in_main_guard() && cx.semantic().current_function().is_none();
         if let Some(note) = cuda_site(cx.semantic(), expr) {
-            cx.note(CUDA_SITE, expr.range(), note);
+            // `.cuda()` is located at `.cuda`, after a receiver that may span lines.
+            let range = match expr {
+                Expr::Call(call) => match call.func.as_ref() {
+                    Expr::Attribute(a) => TextRange::new(a.value.end(), expr.end()),
+                    _ => expr.range(),
+                },
+                _ => expr.range(),
+            };
+            if in_main {
+                cx.note(MAIN_DEVICE, range, "");
+            }
+            cx.note(CUDA_SITE, range, note);
         }
         let Expr::Call(call) = expr else {
             return;
         };
         let qualified = cx.semantic().resolve(&call.func);
         if is_device_use(call, qualified.as_deref()) {
+            if in_main {
+                cx.note(MAIN_DEVICE, expr.range(), "");
+            }
             cx.note(DEVICE_USE, expr.range(), "");
         }
         if let Some(callee) = callee(call, qualified) {
+            if in_main {
+                cx.note(MAIN_CALL, expr.range(), callee.clone());
+            }
             cx.note(CALL, expr.range(), callee);
         }
     }
@@ -94,6 +116,8 @@ impl Rule for EntryWithoutNpu {
                     .push(importer.as_str());
             }
         }
+        // CUDA sites in the related[] of a reported entry point.
+        let mut covered: BTreeSet<(String, u32, u32)> = BTreeSet::new();
         for entry in &entries {
             if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
                 continue;
@@ -101,9 +125,9 @@ impl Rule for EntryWithoutNpu {
             let imported_by = importers
                 .get(entry.file.as_str())
                 .map_or(&[][..], Vec::as_slice);
-            if is_library_module(cx, &entry.file, imported_by, &entry_files)
-                || !runs_on_device(cx, entry)
-            {
+            let library = is_library_module(cx, &entry.file, imported_by, &entry_files)
+                && !main_runs_on_device(cx, &entry.file);
+            if library || !runs_on_device(cx, entry) {
                 continue;
             }
             let mut related: Vec<Related> = Vec::new();
@@ -131,7 +155,69 @@ impl Rule for EntryWithoutNpu {
             );
             let site =
                 decorator_site(cx, entry).unwrap_or_else(|| ProjectChecker::entry_site(entry));
+            covered.extend(related.iter().map(|r| (r.file.clone(), r.line, r.column)));
             let finding = cx.report(&entry.file, &site, message);
+            finding.related = related;
+        }
+        report_unreached_sites(cx, &entries, &covered);
+    }
+}
+
+/// CUDA sites that no reported entry point covers, in code that no entry point setting up the
+/// NPU reaches: library code that an outside harness (a simulator benchmark, a policy server,
+/// a notebook) launches. One issue per function, at its first site, the others in `related[]`,
+/// since one setup in the launching program covers them all.
+fn report_unreached_sites(
+    cx: &mut ProjectChecker<'_>,
+    entries: &[crate::project::EntryPoint],
+    covered: &BTreeSet<(String, u32, u32)>,
+) {
+    let project = cx.project();
+    let set_up: BTreeSet<&str> = entries
+        .iter()
+        .filter(|e| e.sets_up_npu)
+        .flat_map(|e| project.reachable(&e.file))
+        .collect();
+    for file in project.files().keys() {
+        if is_test_or_setup(file) || set_up.contains(file.as_str()) {
+            continue;
+        }
+        let mut by_symbol: BTreeMap<Option<&str>, Vec<&crate::project::Site>> = BTreeMap::new();
+        for site in cx.notes(file, CUDA_SITE) {
+            if !covered.contains(&(file.clone(), site.line, site.column)) {
+                by_symbol
+                    .entry(site.symbol.as_deref())
+                    .or_default()
+                    .push(site);
+            }
+        }
+        for (symbol, sites) in by_symbol {
+            let Some((first, rest)) = sites.split_first() else {
+                continue;
+            };
+            let scope = symbol.map_or_else(|| "module-level code".to_owned(), |s| format!("`{s}`"));
+            let more = match rest.len() {
+                0 => String::new(),
+                1 => "; the other CUDA site of it is listed in related".to_owned(),
+                n => format!("; the {n} other CUDA sites of it are listed in related"),
+            };
+            let message = format!(
+                "{scope} hard-codes CUDA ({}) and no entry point of this project reaches it, so \
+                 whatever launches it (an evaluation harness, a policy server, a notebook) must set \
+                 up the NPU first: import torch_npu and transfer_to_npu in that program (see \
+                 P_ENT.md), or take the device from the caller{more}",
+                first.note
+            );
+            let related = rest
+                .iter()
+                .map(|s| Related {
+                    file: file.clone(),
+                    line: s.line,
+                    column: s.column,
+                    note: s.note.clone(),
+                })
+                .collect();
+            let finding = cx.report(file, first, message);
             finding.related = related;
         }
     }
@@ -185,6 +271,17 @@ fn is_library_module(
     imported_by
         .iter()
         .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))
+}
+
+/// The file's main block puts work on a device itself or through a project function it calls:
+/// a module the project imports whose `__main__` block trains, evaluates or serves a model is
+/// still a program of its own.
+fn main_runs_on_device(cx: &ProjectChecker<'_>, file: &str) -> bool {
+    !cx.notes(file, MAIN_DEVICE).is_empty()
+        || cx
+            .notes(file, MAIN_CALL)
+            .iter()
+            .any(|call| calls_device_work(cx, file, &call.note, CALL_DEPTH))
 }
 
 /// The program puts work on an accelerator: the entry file places tensors or models on a
@@ -286,10 +383,14 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
         ) {
             return true;
         }
-        let trainer = q.ends_with(".Trainer")
-            && ["pytorch_lightning", "lightning", "transformers"]
+        // `Trainer`, `SFTTrainer`, `DPOTrainer`…: a library trainer places the model itself.
+        let trainer = q
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.ends_with("Trainer"))
+            && ["pytorch_lightning", "lightning", "transformers", "trl"]
                 .iter()
-                .any(|p| q.starts_with(p));
+                .any(|p| q.starts_with(p) && q[p.len()..].starts_with('.'));
         if trainer {
             return true;
         }
@@ -315,10 +416,37 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
         })
 }
 
-/// What CUDA-specific thing `expr` is, if it is one that `transfer_to_npu` remaps.
+/// What CUDA-specific thing `expr` is, if it is one that `transfer_to_npu` remaps. CUDA
+/// named only as a performance hint (`pin_memory=`, `non_blocking=`) is not one.
 fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    let site = cuda_site_kind(sem, expr)?;
+    (!in_hint_keyword(sem, expr) && !crate::analysis::in_chain_testing_npu(sem)).then_some(site)
+}
+
+/// Keywords whose value only tunes transfers, whatever device it names.
+const HINT_KEYWORDS: &[&str] = &["pin_memory", "non_blocking", "pin_memory_device"];
+
+fn in_hint_keyword(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let range = expr.range();
+    sem.exprs().iter().any(|e| {
+        let Expr::Call(call) = e else { return false };
+        call.keywords.iter().any(|k| {
+            k.arg
+                .as_ref()
+                .is_some_and(|a| HINT_KEYWORDS.contains(&a.as_str()))
+                && k.value.range().contains_range(range)
+        })
+    })
+}
+
+fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
     match expr {
         Expr::Call(call) => {
+            if let Some(flag) = cuda_flag_keyword(call) {
+                return Some(format!(
+                    "`{flag}=` (asks a helper for CUDA, which it cannot give on the NPU)"
+                ));
+            }
             let Expr::Attribute(a) = call.func.as_ref() else {
                 return None;
             };
@@ -362,6 +490,8 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                 "\"nccl\" backend (becomes hccl under transfer_to_npu)"
             } else if is_cuda_device(s) {
                 "\"cuda\" device string (becomes npu under transfer_to_npu)"
+            } else if s == "PYTORCH_CUDA_ALLOC_CONF" {
+                "`PYTORCH_CUDA_ALLOC_CONF` (the NPU allocator reads PYTORCH_NPU_ALLOC_CONF)"
             } else {
                 return None;
             };
@@ -384,8 +514,22 @@ fn cuda_site(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
     }
 }
 
+/// A keyword that asks a helper to use CUDA (`use_cuda=True`, `try_to_use_cuda=cfg.gpu`): its
+/// name has `cuda` as a word, and its value is not a literal `False`/`None`.
+fn cuda_flag_keyword(call: &ast::ExprCall) -> Option<&str> {
+    call.keywords.iter().find_map(|k| {
+        let name = k.arg.as_ref()?.as_str();
+        let flag = name.split('_').any(|w| w.eq_ignore_ascii_case("cuda"));
+        let off = matches!(&k.value, Expr::Constant(c)
+            if matches!(c.value, ast::Constant::Bool(false) | ast::Constant::None));
+        (flag && !off).then_some(name)
+    })
+}
+
 fn is_cuda_device(s: &str) -> bool {
+    // `"cuda:" + str(rank)` builds an ordinal device string.
     s == "cuda"
+        || s == "cuda:"
         || s.strip_prefix("cuda:")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }

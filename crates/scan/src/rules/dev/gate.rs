@@ -1,0 +1,210 @@
+//! CUDA capability checks that `transfer_to_npu` turns true on the NPU, gating a CUDA-only path.
+//!
+//! Under `transfer_to_npu`, `Tensor.is_cuda` is `Tensor.is_npu` and `torch.cuda` is
+//! `torch_npu.npu` (NPU-FACTS.md, "`torch_npu` basics", read in torch-npu 2.14.0's
+//! `contrib/transfer_to_npu.py`), so `if x.is_cuda:` and `if torch.cuda.is_available():` are
+//! taken on the NPU. When such a branch builds a CUDA extension, launches a Triton kernel,
+//! compiles `FlexAttention` or calls a CUDA-only library, that path runs on the NPU and fails.
+//! `x.device.type == "cuda"` stays false there, so a gate written that way is not reported
+//! (and neither is its comparison).
+
+use crate::semantic::Semantic;
+use crate::source::ast::{self, CmpOp, Expr, Stmt, UnaryOp};
+use std::ops::ControlFlow;
+
+/// Libraries whose kernels exist only for CUDA (their import is `P_FLA`'s; the gate is ours).
+const CUDA_ONLY_LIBRARIES: &[&str] = &[
+    "flash_attn",
+    "flash_attn_interface",
+    "xformers",
+    "mamba_ssm",
+    "causal_conv1d",
+    "selective_scan_cuda",
+    "apex",
+    "amp_C",
+    "bitsandbytes",
+    "triton",
+    "deepspeed.ops",
+    "torch.utils.cpp_extension",
+    "torch_scatter",
+    "pointnet2_ops",
+    "tinycudann",
+];
+
+/// The check in `test` that turns true on the NPU, and whether the branch it selects is the
+/// `else` branch (`if not x.is_cuda:`).
+pub(super) fn remapped_check<'e>(sem: &Semantic<'_>, test: &'e Expr) -> Option<(&'e Expr, bool)> {
+    match test {
+        Expr::UnaryOp(u) if matches!(u.op, UnaryOp::Not) => {
+            remapped_check(sem, &u.operand).map(|(e, negated)| (e, !negated))
+        }
+        // The branch a check selects does not depend on what it is combined with.
+        Expr::BoolOp(b) => b.values.iter().find_map(|v| remapped_check(sem, v)),
+        Expr::Compare(c) => {
+            let [op] = c.ops.as_slice() else { return None };
+            let [right] = c.comparators.as_slice() else {
+                return None;
+            };
+            let (check, _) = remapped_check(sem, &c.left)?;
+            let zero = matches!(right, Expr::Constant(k) if matches!(&k.value, ast::Constant::Int(i) if i.to_string() == "0"));
+            match op {
+                CmpOp::Gt | CmpOp::NotEq | CmpOp::GtE => Some((check, false)),
+                CmpOp::Eq | CmpOp::LtE if zero => Some((check, true)),
+                _ => None,
+            }
+        }
+        Expr::Attribute(a) if a.attr.as_str() == "is_cuda" => Some((test, false)),
+        Expr::Call(call)
+            if sem.resolves_to(&call.func, "torch.cuda.is_available")
+                || sem.resolves_to(&call.func, "torch.cuda.device_count") =>
+        {
+            Some((test, false))
+        }
+        _ => None,
+    }
+}
+
+/// The statements after `stmt` in its function when `body` (the branch `stmt` takes) always
+/// returns or raises: what runs when the branch is not taken. Empty otherwise.
+pub(super) fn after_early_exit<'a>(
+    sem: &Semantic<'a>,
+    stmt: &'a Stmt,
+    body: &[Stmt],
+) -> &'a [Stmt] {
+    if !matches!(body.last(), Some(Stmt::Return(_) | Stmt::Raise(_))) {
+        return &[];
+    }
+    let rest = match sem.stmts().last().copied() {
+        Some(Stmt::FunctionDef(f)) => &f.body,
+        Some(Stmt::AsyncFunctionDef(f)) => &f.body,
+        _ => return &[],
+    };
+    rest.iter()
+        .position(|b| std::ptr::eq(b, stmt))
+        .map_or(&[], |at| &rest[at + 1..])
+}
+
+/// The CUDA-only thing `body` does, described, if any. A call through a name that `test` also
+/// checks (`if kernel is not None and x.is_cuda: kernel(x)`, with `kernel` from a guarded
+/// import) is not one: without the library on the NPU the name is unset and the branch is
+/// not taken.
+pub(super) fn cuda_only_path(
+    sem: &Semantic<'_>,
+    test: Option<&Expr>,
+    body: &[Stmt],
+) -> Option<String> {
+    let checked: Vec<&str> = test
+        .map(crate::analysis::find_in_expr)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|e| match e {
+            Expr::Name(n) => Some(n.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let mut found = None;
+    crate::analysis::try_each_expr(body, |expr| {
+        if let Expr::Call(call) = expr
+            && let Expr::Name(n) = call.func.as_ref()
+            && checked.contains(&n.id.as_str())
+        {
+            return ControlFlow::Continue(());
+        }
+        found = cuda_only_expr(sem, expr);
+        if found.is_some() {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    found
+}
+
+/// CUDA streams, events and graphs: optimizations that code may keep to CUDA devices (on the
+/// NPU under `transfer_to_npu` they would run as `torch.npu's`, but skipping them is safe).
+const CUDA_OPTIMIZATIONS: &[&str] = &[
+    "torch.cuda.Stream",
+    "torch.cuda.Event",
+    "torch.cuda.stream",
+    "torch.cuda.graph",
+    "torch.cuda.CUDAGraph",
+    "torch.cuda.make_graphed_callables",
+    "torch.cuda.nvtx",
+];
+
+/// `body` uses a CUDA-only optimization ([`CUDA_OPTIMIZATIONS`]).
+pub(super) fn cuda_optimization(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
+    crate::analysis::try_each_expr(body, |expr| {
+        let hit = matches!(expr, Expr::Attribute(_))
+            && sem.resolves_with_prefix(expr, "torch.cuda.")
+            && sem.resolve(expr).is_some_and(|q| {
+                CUDA_OPTIMIZATIONS
+                    .iter()
+                    .any(|o| q == *o || q.strip_prefix(o).is_some_and(|r| r.starts_with('.')))
+            });
+        if hit {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    })
+}
+
+/// The CUDA-only path an expression (a conditional expression's branch) takes, if any.
+pub(super) fn cuda_only_in_expr(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    crate::analysis::find_in_expr(expr)
+        .into_iter()
+        .find_map(|e| cuda_only_expr(sem, e))
+}
+
+fn cuda_only_expr(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    let Expr::Call(call) = expr else { return None };
+    // `kernel[grid](...)` in a file that imports triton launches a Triton kernel.
+    if matches!(call.func.as_ref(), Expr::Subscript(_))
+        && sem.binds_any(|q| q == "triton" || q.starts_with("triton."))
+    {
+        return Some("a Triton kernel launch".to_owned());
+    }
+    let q = sem.resolve(&call.func)?;
+    if q == "torch.compile"
+        && call
+            .args
+            .iter()
+            .chain(call.keywords.iter().map(|k| &k.value))
+            .any(|a| crate::semantic::dotted(a).ends_with("flex_attention"))
+    {
+        return Some("`torch.compile(flex_attention)` (lowers to Triton)".to_owned());
+    }
+    is_cuda_only_name(&q).then(|| format!("`{q}`"))
+}
+
+/// A qualified name in a CUDA-only library, or in a module named as CUDA or Triton code
+/// (`pkg.ops.cuda_kernels`, `pkg.triton_ops`) outside torch, whose `torch.cuda` is remapped.
+fn is_cuda_only_name(q: &str) -> bool {
+    if CUDA_ONLY_LIBRARIES.iter().any(|lib| {
+        q == *lib
+            || q.strip_prefix(lib)
+                .is_some_and(|rest| rest.starts_with('.'))
+    }) {
+        return true;
+    }
+    if q.starts_with("torch.") {
+        return false;
+    }
+    let Some((module, _)) = q.rsplit_once('.') else {
+        return false;
+    };
+    module.split('.').any(|part| {
+        part.split('_')
+            .any(|w| w.eq_ignore_ascii_case("cuda") || w.eq_ignore_ascii_case("triton"))
+    })
+}
+
+/// The message for a gate whose CUDA-only path is `path`.
+pub(super) fn message(check: &str, path: &str) -> String {
+    format!(
+        "`{check}` turns true on the NPU under transfer_to_npu (Tensor.is_cuda is Tensor.is_npu, \
+         torch.cuda is torch_npu.npu), so the CUDA-only path it selects ({path}) runs there and \
+         fails; gate it on `x.device.type == \"cuda\"`, which stays false on the NPU (see P_DEV.md)"
+    )
+}
