@@ -99,7 +99,9 @@ impl Rule for CudaOnlyKernel {
                 }
             }
             Expr::Attribute(_) if usage::bnb_reference(cx.semantic(), expr) => {
-                (!under_availability_check(cx)).then(|| usage::BNB.to_owned())
+                // `try: Linear4bit = bnb.nn.Linear4bit except ImportError: Linear4bit = None`
+                let optional = under_availability_check(cx) || guarded_with_fallback(cx.semantic());
+                (!optional).then(|| usage::BNB.to_owned())
             }
             Expr::Dict(d) => {
                 if let Some(range) = usage::bnb_dict_entry(d) {

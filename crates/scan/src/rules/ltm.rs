@@ -167,7 +167,8 @@ const REMOVED_IMPORTS: &[(&str, &str)] = &[
     ),
 ];
 
-/// `Trainer` attributes removed in Lightning 2.0, with what replaces them.
+/// `Trainer` and `LightningModule` attributes removed by Lightning 2.0, with what replaces
+/// them.
 const REMOVED_TRAINER_ATTRS: &[(&str, &str)] = &[
     ("training_type_plugin", "`trainer.strategy`"),
     (
@@ -175,6 +176,9 @@ const REMOVED_TRAINER_ATTRS: &[(&str, &str)] = &[
         "`trainer.strategy` and `trainer.accelerator`",
     ),
     ("accelerator_backend", "`trainer.accelerator`"),
+    ("on_gpu", "`self.device.type` (which is `npu` on the NPU)"),
+    ("root_gpu", "`trainer.strategy.root_device`"),
+    ("data_parallel_device_ids", "`trainer.device_ids`"),
 ];
 
 /// Lightning's CUDA device counting (`lightning_lite.accelerators.cuda.num_cuda_devices`):
@@ -417,7 +421,7 @@ impl Rule for Lightning {
                     .map_or("", |(_, i)| *i);
                 cx.report(
                     expr.range(),
-                    format!("`trainer.{name}` was removed in Lightning 2.0; use {instead}"),
+                    format!("`.{name}` was removed in Lightning 2.0; use {instead}"),
                 );
             }
             Expr::Call(call) => {
