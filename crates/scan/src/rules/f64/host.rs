@@ -158,7 +158,7 @@ pub(super) fn name_reaches_device(sem: &Semantic<'_>, func: &Function<'_>, name:
                 // `dtype=name` in a creation on a device, or in a method of a value.
                 let as_dtype = c.keywords.iter().any(|k| {
                     k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
-                        && std::ptr::eq(&k.value, occ.expr)
+                        && std::ptr::eq(std::ptr::from_ref(&k.value), occ.expr)
                 });
                 as_dtype && !is_host_creation(sem, c)
             }
@@ -176,15 +176,16 @@ fn moves_without_cast(sem: &Semantic<'_>, occ: &analysis::Occurrence<'_>, attr: 
     let Some(call) = call else {
         return false;
     };
-    !call
+    let casts = call
         .args
         .iter()
         .chain(call.keywords.iter().map(|k| &k.value))
         .any(|v| {
             sem.resolve(v)
                 .is_some_and(|q| q.starts_with("torch.") && !super::is_float64_name(&q))
-        })
-        && !(call.args.is_empty() && call.keywords.is_empty())
+        });
+    let empty = call.args.is_empty() && call.keywords.is_empty();
+    !casts && !empty
 }
 
 /// The name a float64 value is assigned to (`freqs_dtype = torch.float32 if mps else
