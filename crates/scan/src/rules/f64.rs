@@ -4,6 +4,8 @@
 //! numpy arrays that are float64 only by default are reported outside device-step code
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
+mod host;
+
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
@@ -60,7 +62,7 @@ impl Rule for Float64 {
             _ => false,
         };
         if report {
-            cx.report(expr.range(), MESSAGE);
+            cx.report_once_per_line(expr.range(), MESSAGE);
         }
     }
 
@@ -106,7 +108,15 @@ impl Rule for Float64 {
                 (occ.expr.range(), origin)
             })
             .collect();
+        let mut lines = Vec::new();
         for (range, origin) in hits {
+            // One issue per line: a second conversion on the line joins the first's related[].
+            let line = cx.file().position(range.start()).0;
+            if lines.contains(&line) {
+                cx.report_once_per_line(range, MESSAGE);
+                continue;
+            }
+            lines.push(line);
             let related = origin.map(|o| cx.related(o, "where the array becomes float64"));
             let finding = cx.report(range, MESSAGE);
             finding.related.extend(related);
@@ -156,10 +166,10 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
     if !sem.matches(expr, FLOAT64_NAMES) {
         return false;
     }
-    if in_cpu_branch(sem, expr) {
+    if in_cpu_branch(sem, expr) || host::in_npu_workaround(sem) {
         return false;
     }
-    for parent in exprs.iter().rev() {
+    for (i, parent) in exprs.iter().enumerate().rev() {
         match parent {
             Expr::Compare(_) | Expr::Dict(_) | Expr::Set(_) => return false,
             Expr::Subscript(s) if !std::ptr::eq(s.value.as_ref(), expr) => return false,
@@ -176,8 +186,21 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
                         | "str"
                         | "repr"
                         | "print"
-                ) {
+                ) || host::is_dtype_helper(sem, c)
+                {
                     return false;
+                }
+                // `.cpu().to(torch.float64)`, `torch.arange(n).to(torch.float64)`: a host cast.
+                if let Expr::Attribute(a) = c.func.as_ref()
+                    && matches!(a.attr.as_str(), "to" | "type")
+                    && host::receiver_on_host(sem, &a.value)
+                {
+                    return false;
+                }
+                // `torch.linspace(..., dtype=torch.float64)` without a device: a host table,
+                // reported only where it is taken to the device.
+                if is_dtype_keyword(c, expr) && host::is_host_creation(sem, c) {
+                    return creation_reaches_device(sem, &exprs[..i]);
                 }
                 // Only the innermost call decides.
                 return true;
@@ -185,7 +208,66 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
             _ => {}
         }
     }
-    !matches!(sem.current_stmt(), Some(Stmt::Assert(_)))
+    if matches!(sem.current_stmt(), Some(Stmt::Assert(_))) {
+        return false;
+    }
+    // `freqs_dtype = torch.float32 if mps else torch.float64`: a dtype variable counts where
+    // it makes or casts a tensor that can be on the device.
+    dtype_variable_reaches_device(sem).unwrap_or(true)
+}
+
+/// `expr` is (inside) the `dtype=` argument of `call`.
+fn is_dtype_keyword(call: &ast::ExprCall, expr: &Expr) -> bool {
+    call.keywords.iter().any(|k| {
+        k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")
+            && k.value.start() <= expr.start()
+            && expr.end() <= k.value.end()
+    })
+}
+
+/// A host creation whose enclosing expressions are `outer` (innermost last) is taken to the
+/// device: moved at once (`.to(device)`, `.cuda()`), registered as a buffer or parameter, or
+/// assigned to a local name that is.
+fn creation_reaches_device(sem: &Semantic<'_>, outer: &[&Expr]) -> bool {
+    match outer.last() {
+        Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "cuda" | "npu") => return true,
+        Some(Expr::Attribute(a)) if a.attr.as_str() == "to" => {
+            let cast = outer.len().checked_sub(2).and_then(|j| match outer[j] {
+                Expr::Call(c) => Some(
+                    c.args
+                        .iter()
+                        .chain(c.keywords.iter().map(|k| &k.value))
+                        .any(|v| {
+                            sem.resolve(v)
+                                .is_some_and(|q| q.starts_with("torch.") && !is_float64_name(&q))
+                        }),
+                ),
+                _ => None,
+            });
+            return !cast.unwrap_or(true);
+        }
+        Some(Expr::Call(c)) if is_registration(c) => return true,
+        _ => {}
+    }
+    dtype_variable_reaches_device(sem).unwrap_or(false)
+}
+
+/// `self.register_buffer(...)`, `nn.Parameter(...)`: a module's state, moved with the module.
+fn is_registration(call: &ast::ExprCall) -> bool {
+    let short = match call.func.as_ref() {
+        Expr::Attribute(a) => a.attr.as_str(),
+        Expr::Name(n) => n.id.as_str(),
+        _ => "",
+    };
+    matches!(short, "register_buffer" | "Parameter")
+}
+
+/// For a statement `name = <float64 value>` in a function: whether a use of `name` takes it to
+/// a device. `None` outside that shape.
+fn dtype_variable_reaches_device(sem: &Semantic<'_>) -> Option<bool> {
+    let name = host::assigned_name(sem)?;
+    let func = Function::new(host::enclosing_function(sem)?)?;
+    Some(host::name_reaches_device(sem, &func, name))
 }
 
 /// `x.double()`.
@@ -197,6 +279,8 @@ fn is_double_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
         && call.args.is_empty()
         && call.keywords.is_empty()
         && sem.resolve(&a.value).is_none()
+        && !host::receiver_on_host(sem, &a.value)
+        && !host::in_npu_workaround(sem)
 }
 
 /// `torch.from_numpy/as_tensor/tensor(a)` with a float64 numpy array `a`, not converted at
@@ -228,17 +312,35 @@ fn feeds_float64_numpy(
     if analysis::in_step_code(sem) {
         return false;
     }
-    match numpy_float64(sem, func, arg, 0) {
-        Some(NumpyF64::Explicit) => true,
-        Some(NumpyF64::Default) => reaches_device(sem, parent),
-        None => false,
+    // Explicit or not, a float64 array that stays on the host is fine.
+    if !reaches_device(sem, parent) {
+        return false;
     }
+    numpy_float64(sem, func, arg, 0).is_some()
+        || (is_moved(parent) && some_branch_float64(sem, func, arg))
 }
 
-/// The tensor is bound for the device: built in model code, in a dataset or collate function
-/// (batches are moved to the device), or moved at once.
+/// `torch.from_numpy(a).to(device)`: the conversion is moved to a device at once.
+fn is_moved(parent: Option<&Expr>) -> bool {
+    matches!(parent, Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "to" | "cuda" | "npu"))
+}
+
+/// Some assignment of the local name `arg` makes it a float64 array (`timesteps =
+/// np.linspace(...)` in one branch): enough when the conversion goes straight to the device.
+fn some_branch_float64(sem: &Semantic<'_>, func: Option<&Function<'_>>, arg: &Expr) -> bool {
+    let (Some(func), Expr::Name(n)) = (func, arg) else {
+        return false;
+    };
+    func.assigned(n.id.as_str())
+        .iter()
+        .any(|(_, v)| numpy_float64(sem, Some(func), v, 1).is_some())
+}
+
+/// The tensor is bound for the device: registered as a module's buffer or parameter, built in
+/// a dataset or collate function (batches are moved to the device), or moved at once. A table
+/// built in a constructor and kept as a plain attribute stays on the host.
 fn reaches_device(sem: &Semantic<'_>, parent: Option<&Expr>) -> bool {
-    if sem.in_device_code() {
+    if matches!(parent, Some(Expr::Call(c)) if is_registration(c)) {
         return true;
     }
     let dataset = sem
@@ -247,8 +349,7 @@ fn reaches_device(sem: &Semantic<'_>, parent: Option<&Expr>) -> bool {
     let loader_fn = sem.current_function().is_some_and(|f| {
         f.name == "__getitem__" || f.name == "__iter__" || f.name.contains("collate")
     });
-    let moved = matches!(parent, Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "to" | "cuda" | "npu"));
-    dataset || loader_fn || moved
+    dataset || loader_fn || is_moved(parent)
 }
 
 /// Inside the body of an `if` that tests for the CPU (`if device == "cpu":`), where float64 is
@@ -331,6 +432,11 @@ fn numpy_float64(
             match dtype {
                 Some(d) if is_float64_spec(sem, d) => Some(NumpyF64::Explicit),
                 Some(_) => None,
+                None if matches!(q.as_str(), "numpy.array" | "numpy.asarray") => c
+                    .args
+                    .first()
+                    .filter(|a| holds_floats(a))
+                    .map(|_| NumpyF64::Default),
                 None => NUMPY_DEFAULT_FLOAT
                     .contains(&q.as_str())
                     .then_some(NumpyF64::Default),
@@ -353,6 +459,27 @@ fn numpy_float64(
         }
         _ => None,
     }
+}
+
+/// A list or tuple literal of Python numbers that are not all integers (`[score]`,
+/// `[0.5, 1.0]`): numpy makes it float64 unless every element is an int.
+fn holds_floats(expr: &Expr) -> bool {
+    let elts = match expr {
+        Expr::List(l) => &l.elts,
+        Expr::Tuple(t) => &t.elts,
+        _ => return false,
+    };
+    !elts.is_empty()
+        && elts.iter().all(|e| {
+            matches!(
+                e,
+                Expr::Name(_) | Expr::Attribute(_) | Expr::Subscript(_) | Expr::Constant(_)
+            )
+        })
+        && elts.iter().any(|e| match e {
+            Expr::Constant(c) => matches!(c.value, ast::Constant::Float(_)),
+            _ => true,
+        })
 }
 
 /// `np.float64`, `np.double`, `"float64"`, `"f8"`, `float`.

@@ -5,6 +5,8 @@
 //! An import guarded by `try/except ImportError` counts only when the handler re-raises, sets a
 //! flag to `True`, or merely logs; a handler that binds a fallback makes it fine.
 
+mod usage;
+
 use super::{Checker, Rule, RuleInfo};
 use crate::semantic::{ImportGuard, Semantic};
 use crate::source::ast::{self, Expr, Ranged, Stmt};
@@ -42,8 +44,28 @@ impl Rule for CudaOnlyKernel {
                 }
                 return;
             }
+            Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_) | Stmt::AnnAssign(_) => {
+                for default in usage::flash_defaults(stmt) {
+                    let message = if usage::is_flash_value(default) {
+                        FLASH_ATTENTION_2
+                    } else {
+                        usage::FLAG
+                    };
+                    cx.report(default.range(), message);
+                }
+                return;
+            }
             _ => return,
         };
+        if modules
+            .iter()
+            .any(|m| m.starts_with("torch.nn.attention.flex_attention"))
+        {
+            if !guarded_with_fallback(cx.semantic()) && !under_availability_check(cx) {
+                cx.report(stmt.range(), FLEX_ATTENTION);
+            }
+            return;
+        }
         let Some((lib, advice)) = modules.iter().find_map(|m| cuda_only(m)) else {
             return;
         };
@@ -62,7 +84,31 @@ impl Rule for CudaOnlyKernel {
             Expr::Constant(_) if is_flash_attention_2(expr) => {
                 binds_flash_attention_2(cx.semantic(), expr).then_some(FLASH_ATTENTION_2.to_owned())
             }
-            Expr::Call(call) => call_message(cx.semantic(), call),
+            Expr::Call(call) => {
+                if let Some(message) = call_message(cx.semantic(), call) {
+                    Some(message)
+                } else if let Some(range) = usage::bnb_call(call) {
+                    if !under_availability_check(cx) {
+                        cx.report(range, usage::BNB);
+                    }
+                    None
+                } else if usage::is_compile(cx.semantic(), expr) && !under_cuda_type_check(cx) {
+                    Some(usage::COMPILE.to_owned())
+                } else {
+                    None
+                }
+            }
+            Expr::Attribute(_) if usage::bnb_reference(cx.semantic(), expr) => {
+                // `try: Linear4bit = bnb.nn.Linear4bit except ImportError: Linear4bit = None`
+                let optional = under_availability_check(cx) || guarded_with_fallback(cx.semantic());
+                (!optional).then(|| usage::BNB.to_owned())
+            }
+            Expr::Dict(d) => {
+                if let Some(range) = usage::bnb_dict_entry(d) {
+                    cx.report(range, usage::BNB);
+                }
+                None
+            }
             _ => None,
         };
         if let Some(message) = message {
@@ -71,6 +117,13 @@ impl Rule for CudaOnlyKernel {
     }
 
     fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
+        // A flag selects flash-attn only where the file spells a flash value.
+        let text = cx.file().text;
+        if text.contains("flash_attention_") || text.contains("kernels-community/") {
+            for default in usage::selecting_flags(body) {
+                cx.report(default.range(), usage::FLAG);
+            }
+        }
         // Most files import no attention kernel: a walk over the statements alone says so.
         let mut imports = KernelImports { found: false };
         imports.visit_body(body);
@@ -101,6 +154,9 @@ impl Rule for CudaOnlyKernel {
         }
     }
 }
+
+const FLEX_ATTENTION: &str = "FlexAttention is compiled by inductor into Triton kernels, which do \
+     not exist on the NPU; use F.scaled_dot_product_attention with an explicit mask (see P_FLA.md)";
 
 const FLASH_ATTENTION_2: &str = "attn_implementation=\"flash_attention_2\" needs the CUDA-only flash_attn \
      package, so loading the model fails on the NPU; use \"sdpa\" (see P_FLA.md)";
@@ -222,12 +278,33 @@ fn handler_has_fallback(body: &[Stmt]) -> bool {
 fn under_availability_check(cx: &Checker<'_>) -> bool {
     cx.semantic().stmts().iter().any(|s| {
         let Stmt::If(i) = s else { return false };
-        is_availability_test(cx.slice(i.test.range()))
+        // `if is_bnb_available(): import ... else: raise ...` has no fallback.
+        is_availability_test(cx.slice(i.test.range())) && !raises_first(&i.orelse)
+    })
+}
+
+/// The branch starts by raising: the library is required, not optional.
+fn raises_first(body: &[Stmt]) -> bool {
+    matches!(body.first(), Some(Stmt::Raise(_)))
+}
+
+/// Inside an `if` that compares a device type with `"cuda"` (`x.device.type == "cuda"`),
+/// which stays false on the NPU even under `transfer_to_npu`.
+fn under_cuda_type_check(cx: &Checker<'_>) -> bool {
+    cx.semantic().stmts().iter().any(|s| {
+        let Stmt::If(i) = s else { return false };
+        let test = cx.slice(i.test.range());
+        (test.contains("\"cuda\"") || test.contains("'cuda'")) && !test.contains("is_available")
     })
 }
 
 fn is_availability_test(test: &str) -> bool {
+    let flag = test.trim_start_matches("not ").trim_start_matches("self.");
     (test.contains("available") && !test.contains("cuda.is_available"))
+        || flag.starts_with("has_")
+        || flag.starts_with("_has_")
+        || flag.starts_with("HAS_")
+        || flag.starts_with("_HAS_")
         || test.contains("find_spec")
         || test.contains("TYPE_CHECKING")
         || test.contains("is_installed")
@@ -409,7 +486,7 @@ impl KernelCalls<'_> {
 }
 
 fn is_flash_attention_2(expr: &Expr) -> bool {
-    matches!(expr, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s == "flash_attention_2"))
+    usage::is_flash_value(expr)
 }
 
 fn is_attn_impl_target(target: &Expr) -> bool {
@@ -453,6 +530,11 @@ fn binds_flash_attention_2(sem: &Semantic<'_>, expr: &Expr) -> bool {
             )
         }
         Some(Expr::Dict(d)) => d.values.iter().any(|v| std::ptr::eq(v, expr)),
+        // `"kernels-community/flash-attn3" if torch.version.hip else ...`: both branches are
+        // CUDA-only kernels, so no branch is a fallback (reported once, at the first).
+        Some(Expr::IfExp(i)) => {
+            std::ptr::eq(i.body.as_ref(), expr) && is_flash_attention_2(&i.orelse)
+        }
         _ => false,
     }
 }

@@ -124,7 +124,82 @@ const REMOVED_IMPORTS: &[(&str, &str)] = &[
         "pytorch_lightning.loggers.TestTubeLogger",
         "another logger (TensorBoardLogger, CSVLogger)",
     ),
+    (
+        "pytorch_lightning.trainer.supporters",
+        "`pytorch_lightning.utilities.combined_loader` (`CombinedLoader`)",
+    ),
+    (
+        "pytorch_lightning.loggers.LightningLoggerBase",
+        "`pytorch_lightning.loggers.Logger`",
+    ),
+    (
+        "pytorch_lightning.loggers.base",
+        "`pytorch_lightning.loggers.logger`",
+    ),
+    (
+        "pytorch_lightning.utilities.apply_func",
+        "`lightning_utilities.core.apply_func`",
+    ),
+    (
+        "pytorch_lightning.utilities.argparse",
+        "explicit arguments or LightningCLI",
+    ),
+    (
+        "pytorch_lightning.plugins.DDP2Plugin",
+        "`DDPStrategy` (the DDP2 mode is gone)",
+    ),
+    (
+        "pytorch_lightning.plugins.DataParallelPlugin",
+        "`DDPStrategy` (DataParallel is gone)",
+    ),
+    (
+        "pytorch_lightning.plugins.DDPShardedPlugin",
+        "`FSDPStrategy` or DeepSpeed ZeRO",
+    ),
+    (
+        "pytorch_lightning.plugins.training_type",
+        "`pytorch_lightning.strategies`",
+    ),
+    ("pytorch_lightning.lite", "`lightning_fabric.Fabric`"),
+    (
+        "lightning_lite",
+        "`lightning_fabric` (the package was renamed)",
+    ),
 ];
+
+/// `Trainer` and `LightningModule` attributes removed by Lightning 2.0, with what replaces
+/// them.
+const REMOVED_TRAINER_ATTRS: &[(&str, &str)] = &[
+    ("training_type_plugin", "`trainer.strategy`"),
+    (
+        "accelerator_connector",
+        "`trainer.strategy` and `trainer.accelerator`",
+    ),
+    ("accelerator_backend", "`trainer.accelerator`"),
+    ("on_gpu", "`self.device.type` (which is `npu` on the NPU)"),
+    ("root_gpu", "`trainer.strategy.root_device`"),
+    ("data_parallel_device_ids", "`trainer.device_ids`"),
+];
+
+/// Lightning's CUDA device counting (`lightning_lite.accelerators.cuda.num_cuda_devices`):
+/// under any of Lightning's package names, `accelerators.cuda` and what it holds.
+fn is_cuda_counting(q: &str) -> bool {
+    let Some((root, rest)) = q.split_once(".accelerators.cuda") else {
+        return false;
+    };
+    matches!(
+        root,
+        "lightning_lite"
+            | "lightning_fabric"
+            | "pytorch_lightning"
+            | "lightning.fabric"
+            | "lightning.pytorch"
+    ) && (rest.is_empty() || rest.starts_with('.'))
+}
+
+const CUDA_COUNTING: &str = "Lightning's `accelerators.cuda` helpers (`num_cuda_devices`, \
+     `is_cuda_available`) count CUDA devices only, so they report 0 on the NPU; count with \
+     `torch.npu.device_count()` (see the fix template)";
 
 /// `LightningModule` hooks removed in Lightning 2.0.
 const REMOVED_HOOKS: &[(&str, &str)] = &[
@@ -151,6 +226,12 @@ const REMOVED_HOOKS: &[(&str, &str)] = &[
 ];
 
 fn removed_import(module: &str) -> Option<(&'static str, &'static str)> {
+    // `lightning.pytorch` is `pytorch_lightning` under the unified package name.
+    let module = module.strip_prefix("lightning.pytorch").map_or_else(
+        || module.to_owned(),
+        |rest| format!("pytorch_lightning{rest}"),
+    );
+    let module = module.as_str();
     REMOVED_IMPORTS.iter().copied().find(|(removed, _)| {
         module == *removed
             || module
@@ -195,6 +276,10 @@ impl Lightning {
             }
             _ => return,
         };
+        if modules.iter().any(|m| is_cuda_counting(m)) {
+            cx.report(stmt.range(), CUDA_COUNTING);
+            return;
+        }
         if let Some((removed, instead)) = modules.iter().find_map(|m| removed_import(m)) {
             cx.report(
                 stmt.range(),
@@ -240,21 +325,63 @@ impl Lightning {
     }
 }
 
+/// The file imports Lightning (under any of its package names).
+fn is_lightning_file(cx: &Checker<'_>) -> bool {
+    cx.semantic().binds_any(|q| {
+        q.starts_with("pytorch_lightning")
+            || q.starts_with("lightning")
+            || q.starts_with("pl_bolts")
+    })
+}
+
+/// `X.from_argparse_args(...)` / `X.add_argparse_args(...)` in a Lightning file that does not
+/// define these methods itself: the Trainer's and every `LightningDataModule`'s.
+fn is_argparse_call(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
+    let Expr::Attribute(a) = call.func.as_ref() else {
+        return false;
+    };
+    let name = a.attr.as_str();
+    if name != "from_argparse_args" && name != "add_argparse_args" {
+        return false;
+    }
+    is_lightning_file(cx) && !cx.file().text.contains(&format!("def {name}"))
+}
+
+/// The outermost attribute of a chain that resolves into Lightning's `accelerators.cuda`.
+fn is_cuda_counting_attr(cx: &Checker<'_>, expr: &Expr) -> bool {
+    let sem = cx.semantic();
+    if let Some(Expr::Attribute(outer)) = sem.parent_expr()
+        && std::ptr::eq(outer.value.as_ref(), expr)
+    {
+        return false;
+    }
+    (sem.resolves_with_prefix(expr, "lightning")
+        || sem.resolves_with_prefix(expr, "pytorch_lightning"))
+        && sem.resolve(expr).is_some_and(|q| is_cuda_counting(&q))
+}
+
 impl Rule for Lightning {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
         match stmt {
             Stmt::Import(_) | Stmt::ImportFrom(_) => Self::check_import(cx, stmt),
             Stmt::FunctionDef(f) => {
-                let in_lightning_class = matches!(
-                    cx.semantic().scopes().last().map(|s| &s.kind),
-                    Some(crate::semantic::ScopeKind::Class(c)) if c.is_lightning
-                );
-                if !in_lightning_class {
+                let Some(crate::semantic::ScopeKind::Class(class)) =
+                    cx.semantic().scopes().last().map(|s| &s.kind)
+                else {
                     return;
-                }
-                if let Some((hook, instead)) =
+                };
+                let Some((hook, instead)) =
                     REMOVED_HOOKS.iter().find(|(h, _)| *h == f.name.as_str())
-                {
+                else {
+                    return;
+                };
+                // A subclass of a project base (`class Policy(BaseModule)`) defining the 1.x
+                // hook's signature `(self, outputs)`: the names are Lightning's own.
+                let inherited_hook = hook.ends_with("_epoch_end")
+                    && hook != &"on_epoch_end"
+                    && !class.bases.is_empty()
+                    && f.args.args.len() == 2;
+                if class.is_lightning || inherited_hook {
                     cx.report(
                         ast::text_size::TextRange::empty(f.range.start()),
                         format!(
@@ -270,6 +397,33 @@ impl Rule for Lightning {
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         match expr {
+            Expr::Call(call) if is_argparse_call(cx, call) => {
+                cx.report(
+                    expr.range(),
+                    "`from_argparse_args`/`add_argparse_args` (of the Trainer and of \
+                    LightningDataModules) were removed in Lightning 2.0; build the object from \
+                    explicit arguments or use LightningCLI",
+                );
+            }
+            Expr::Attribute(_) if is_cuda_counting_attr(cx, expr) => {
+                cx.report(expr.range(), CUDA_COUNTING);
+            }
+            Expr::Attribute(attr)
+                if REMOVED_TRAINER_ATTRS
+                    .iter()
+                    .any(|(a, _)| *a == attr.attr.as_str())
+                    && is_lightning_file(cx) =>
+            {
+                let name = attr.attr.as_str();
+                let instead = REMOVED_TRAINER_ATTRS
+                    .iter()
+                    .find(|(a, _)| *a == name)
+                    .map_or("", |(_, i)| *i);
+                cx.report(
+                    expr.range(),
+                    format!("`.{name}` was removed in Lightning 2.0; use {instead}"),
+                );
+            }
             Expr::Call(call) => {
                 // Every name below is under `lightning` or `pytorch_lightning`: most calls are
                 // not, and say so cheaply.
@@ -284,16 +438,6 @@ impl Rule for Lightning {
                 };
                 if is_trainer(&q) {
                     Self::check_trainer_call(cx, call);
-                } else if let Some(owner) = q
-                    .strip_suffix(".from_argparse_args")
-                    .or_else(|| q.strip_suffix(".add_argparse_args"))
-                    && is_trainer(owner)
-                {
-                    cx.report(
-                        expr.range(),
-                        "`Trainer.from_argparse_args`/`add_argparse_args` were removed in \
-                        Lightning 2.0; build the Trainer from explicit arguments or use LightningCLI",
-                    );
                 }
             }
             // `pl.metrics.Accuracy()` where `pl` is `pytorch_lightning`.
