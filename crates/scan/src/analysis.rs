@@ -259,8 +259,9 @@ fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
 
 /// The update side of a trainer, agent or algorithm that is not an `nn.Module` (RL libraries'
 /// `update`, `learn`, `train_step`, `_train`, `_update_with_batch`, `compute_*_loss`): it runs on
-/// the device once per optimisation step like a module's `forward`. Methods of data, environment,
-/// logging and metric classes are not, and neither are setup methods.
+/// the device once per optimisation step like a module's `forward`. So does the `__call__` of
+/// an attention processor. Methods of data, environment, logging and metric classes are not,
+/// and neither are setup methods.
 pub fn in_update_code(sem: &Semantic<'_>) -> bool {
     let Some(f) = sem.current_function() else {
         return false;
@@ -271,6 +272,10 @@ pub fn in_update_code(sem: &Semantic<'_>) -> bool {
     let Some(class) = sem.current_class() else {
         return false;
     };
+    // An attention processor's `__call__` is the attention of the model's `forward`.
+    if f.name == "__call__" && (class.name.contains("AttnProcessor") || class.name.contains("AttentionProcessor")) {
+        return true;
+    }
     if is_host_class(&class.name, &class.bases) {
         return false;
     }
@@ -299,7 +304,7 @@ pub fn is_host_class(name: &str, bases: &[String]) -> bool {
     const HOST: &[&str] = &[
         "Dataset", "DataLoader", "Sampler", "Buffer", "Storage", "Env", "Wrapper", "Collector",
         "Callback", "Logger", "Writer", "Observer", "Meter", "Metric", "Tokenizer", "Transform",
-        "Explorer", "Config", "Pipeline", "Player",
+        "Explorer", "Pipeline", "Player",
     ];
     std::iter::once(name)
         .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
@@ -323,7 +328,7 @@ pub fn is_inference_name(name: &str) -> bool {
     const WORDS: &[&str] = &[
         "generate", "predict", "infer", "inference", "sample", "sampling", "rollout", "collect",
         "act", "decode", "extract", "evaluate", "eval", "test", "render", "explore", "exploration",
-        "visualize", "plot", "log", "print", "export", "dumps", "save", "load", "env",
+        "visualize", "plot", "export", "dumps", "save", "load", "env",
     ];
     let lower = name.to_ascii_lowercase();
     // A loss is computed for training, whatever else the name says (`compute_act_loss`).
@@ -668,6 +673,11 @@ fn is_self_attr(expr: &Expr) -> bool {
         Expr::Attribute(a) => is_self_attr(&a.value),
         _ => false,
     }
+}
+
+/// The last name of a callee or attribute chain (`split` for `torch.split`, `x.split`).
+pub fn last_name_of(expr: &Expr) -> &str {
+    last_name(expr)
 }
 
 /// The last part of [`crate::semantic::dotted`]'s text for `expr`, without building it.

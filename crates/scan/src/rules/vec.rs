@@ -50,7 +50,7 @@ impl Rule for PerElementLoop {
         };
         // Host work expected at inference (sampling loops, decoding, action post-processing)
         // is left to the loop shapes that were always reported there.
-        let training = !analysis::in_inference_code(sem);
+        let training = !analysis::in_inference_code(sem) && !is_validation(sem);
         let mut loops = Vec::new();
         analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
@@ -124,6 +124,9 @@ fn is_metric_loss(sem: &Semantic<'_>) -> bool {
         "xent",
         "entropy",
         "divergence",
+        "softmax",
+        "logps",
+        "logprobs",
     ];
     let Some(f) = sem.current_function() else {
         return false;
@@ -135,6 +138,14 @@ fn is_metric_loss(sem: &Semantic<'_>) -> bool {
         .to_ascii_lowercase()
         .split('_')
         .any(|word| LOSS_WORDS.contains(&word))
+}
+
+/// Validation and test steps write per-sample results for the evaluation on the host.
+fn is_validation(sem: &Semantic<'_>) -> bool {
+    sem.current_function().is_some_and(|f| {
+        let lower = f.name.to_ascii_lowercase();
+        ["valid", "val_", "test"].iter().any(|w| lower.contains(w))
+    })
 }
 
 /// What kind of per-element loop `stmt` is, as the start of the message. `training` admits
@@ -157,8 +168,7 @@ fn per_element(
             }
             if let Some(bound) = range_bound(&f.iter) {
                 let var = target?;
-                // The last dim holds features or coordinate axes, fixed by the model.
-                let batch = (is_tensor_size(sem, func, bound, 0) && !is_last_dim(bound))
+                let batch = is_tensor_size(sem, func, bound, 0)
                     || (training && elements::is_batch_count(bound));
                 if !batch || !indexes_with(sem, func, &f.body, var) {
                     return None;
@@ -187,7 +197,10 @@ fn per_element(
                 elements::Walk::Rows => {
                     Some("Python loop walks the rows of a batch tensor one sample at a time".to_owned())
                 }
-                elements::Walk::HostValues if elements::tensor_work(sem, func, &f.body, &vars) => {
+                elements::Walk::HostValues
+                    if elements::tensor_work(sem, func, &f.body, &vars)
+                        || elements::pulled_rows(&f.iter) && uses_rows(&f.body, &vars) =>
+                {
                     Some(
                         "Python loop over the host values of a tensor (`.tolist()`/`.numpy()`) \
                          does tensor work per sample"
@@ -210,24 +223,17 @@ fn per_element(
     }
 }
 
-/// `x.shape[-1]`, `x.size(-1)`: the size of the last dim.
-fn is_last_dim(bound: &Expr) -> bool {
-    let minus_one = |e: &Expr| matches!(e, Expr::UnaryOp(u) if matches!(u.operand.as_ref(), Expr::Constant(c) if matches!(&c.value, crate::source::ast::Constant::Int(i) if i.to_string() == "1")));
-    match bound {
-        Expr::Subscript(s) => minus_one(&s.slice),
-        Expr::Call(c) => c.args.first().is_some_and(minus_one),
-        _ => false,
-    }
-}
-
 /// The body computes with the loop variables (a call reads one), beyond checking their type.
 fn uses_rows(body: &[Stmt], vars: &[&str]) -> bool {
     analysis::try_each_expr(body, |e| {
         let Expr::Call(c) = e else {
             return std::ops::ControlFlow::Continue(());
         };
+        // Type checks and the errors they raise do not compute.
         let checks = matches!(c.func.as_ref(), Expr::Name(n)
-            if matches!(n.id.as_str(), "isinstance" | "len" | "type" | "print" | "str" | "repr" | "id"));
+            if matches!(n.id.as_str(), "isinstance" | "len" | "type" | "print" | "str" | "repr" | "id")
+                || n.id.as_str().ends_with("Error")
+                || n.id.as_str().ends_with("Exception"));
         let reads = vars.iter().any(|v| analysis::reads(e, v));
         if !checks && reads {
             std::ops::ControlFlow::Break(())
@@ -338,9 +344,18 @@ fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
         return false;
     };
     if let Some(q) = sem.resolve(&c.func) {
+        // Pipes, process groups and per-parameter gradient tuples are not tensors.
         return q.starts_with("torch.")
-            && !q.starts_with("torch.nn")
-            && !q.starts_with("torch.utils");
+            && ![
+                "torch.nn",
+                "torch.utils",
+                "torch.multiprocessing",
+                "torch.distributed",
+                "torch.cuda",
+                "torch.autograd",
+            ]
+            .iter()
+            .any(|p| q.starts_with(p));
     }
     matches!(c.func.as_ref(), Expr::Attribute(a)
         if matches!(a.attr.as_str(), "to" | "float" | "detach" | "clone" | "contiguous" | "cuda" | "npu" | "view" | "reshape"))
@@ -349,7 +364,7 @@ fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
 /// `for row in x` over a tensor, or over `x.unbind(...)` / `torch.unbind(x, ...)`.
 fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
     match iter {
-        Expr::Name(_) => is_tensor_expr(sem, func, iter),
+        Expr::Name(n) => is_tensor_expr(sem, func, iter) && !is_pieces(func, n.id.as_str()),
         Expr::Call(c) => {
             if sem.resolve(&c.func).is_some_and(|q| q == "torch.unbind") {
                 return true;
@@ -358,6 +373,14 @@ fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool
         }
         _ => false,
     }
+}
+
+/// A name bound to the pieces of `split`/`chunk`/`tensor_split` (a few chunks or heads, not
+/// the rows of a batch).
+fn is_pieces(func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name).iter().any(|(_, v)| {
+        matches!(v, Expr::Call(c) if matches!(crate::analysis::last_name_of(&c.func), "split" | "chunk" | "tensor_split"))
+    })
 }
 
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,

@@ -27,7 +27,8 @@ pub(super) enum Walk {
 const FIXED_WORDS: &[&str] = &[
     "layer", "head", "block", "camera", "cams", "critic", "expert", "axis", "axes", "level",
     "scale", "crop", "stage", "loader", "epoch", "timestep", "sigma", "horizon", "env",
-    "schedule", "step", "module", "param", "quantizer", "chunk", "factor",
+    "schedule", "step", "module", "param", "quantizer", "chunk", "factor", "batches",
+    "minibatch", "mini_batch", "grad", "split", "pipe", "queue",
 ];
 
 /// Methods whose result is a view of a container of modules, parameters or dict entries.
@@ -74,7 +75,9 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         }
         Expr::Subscript(s) if is_tensor_expr(sem, func, &s.value) => Walk::Rows,
         Expr::Name(n) => {
-            if iterates_tensor(sem, func, iter) {
+            if super::is_pieces(func, n.id.as_str()) {
+                Walk::Other
+            } else if iterates_tensor(sem, func, iter) {
                 Walk::Rows
             } else if func
                 .assigned(n.id.as_str())
@@ -88,6 +91,12 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         }
         _ => Walk::Other,
     }
+}
+
+/// `iter` pulls the rows of a tensor to the host itself (`x.cpu().numpy()`), rather than a few
+/// sizes (`lens.tolist()`).
+pub(super) fn pulled_rows(iter: &Expr) -> bool {
+    matches!(iter, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "numpy"))
 }
 
 /// `expr` is a `.tolist()` call, or a local name assigned one.
@@ -264,6 +273,18 @@ fn derived_names<'a>(body: &'a [Stmt], vars: &mut Vec<&'a str>) {
     }
 }
 
+/// A loss or metric scalar (`policy_loss.item()`, `approx_kl.item()`): per-step logging, which
+/// this rule leaves alone.
+fn is_logged_scalar(receiver: &Expr) -> bool {
+    let Expr::Name(n) = receiver else {
+        return false;
+    };
+    let lower = n.id.as_str().to_ascii_lowercase();
+    ["loss", "kl", "entropy", "acc", "reward", "return"]
+        .iter()
+        .any(|w| lower.contains(w))
+}
+
 fn is_item_call(e: &Expr) -> bool {
     matches!(e, Expr::Call(c) if c.args.is_empty()
         && matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "item"))
@@ -281,6 +302,7 @@ fn synced_element(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occur
     vars.iter().any(|v| analysis::reads(&a.value, v))
         && !analysis::derives_from_host(sem, func, &a.value, 0)
         && !analysis::in_log_call(&occ.ancestors)
+        && !is_logged_scalar(&a.value)
 }
 
 /// Comprehensions of the body that do per-element device work: `.item()` per element,
