@@ -309,8 +309,9 @@ pub fn is_host_class(name: &str, bases: &[String]) -> bool {
     std::iter::once(name)
         .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
         .any(|n| {
-            HOST.iter().any(|h| n.contains(h))
-                || (n.contains("Processor") && !n.contains("Attn") && !n.contains("Attention"))
+            // By suffix: a `Transformer` is no `Transform`.
+            HOST.iter().any(|h| n.ends_with(h))
+                || (n.ends_with("Processor") && !n.contains("Attn") && !n.contains("Attention"))
         })
 }
 

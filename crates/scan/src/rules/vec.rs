@@ -376,10 +376,13 @@ fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool
 }
 
 /// A name bound to the pieces of `split`/`chunk`/`tensor_split` (a few chunks or heads, not
-/// the rows of a batch).
+/// the rows of a batch); a split by the lengths of a `.tolist()` gives the samples.
 fn is_pieces(func: &Function<'_>, name: &str) -> bool {
     func.assigned(name).iter().any(|(_, v)| {
-        matches!(v, Expr::Call(c) if matches!(crate::analysis::last_name_of(&c.func), "split" | "chunk" | "tensor_split"))
+        matches!(v, Expr::Call(c)
+            if matches!(crate::analysis::last_name_of(&c.func), "split" | "chunk" | "tensor_split")
+                && !c.args.first().is_some_and(|a| matches!(a, Expr::Call(t)
+                    if crate::analysis::last_name_of(&t.func) == "tolist")))
     })
 }
 
