@@ -8,8 +8,8 @@ mod values;
 
 pub use dataflow::{Flow, classify};
 use values::TENSOR_ATTRS;
-pub use values::{derives_from_host, is_host_scalar, is_sequence_literal};
 pub use values::is_device_value;
+pub use values::{derives_from_host, is_host_scalar, is_sequence_literal};
 
 use crate::semantic::Semantic;
 use crate::source::TextSize;
@@ -273,7 +273,9 @@ pub fn in_update_code(sem: &Semantic<'_>) -> bool {
         return false;
     };
     // An attention processor's `__call__` is the attention of the model's `forward`.
-    if f.name == "__call__" && (class.name.contains("AttnProcessor") || class.name.contains("AttentionProcessor")) {
+    if f.name == "__call__"
+        && (class.name.contains("AttnProcessor") || class.name.contains("AttentionProcessor"))
+    {
         return true;
     }
     if is_host_class(&class.name, &class.bases) {
@@ -288,13 +290,22 @@ pub fn in_update_code(sem: &Semantic<'_>) -> bool {
 
 /// An update, learning or loss method name.
 fn is_update_name(lower: &str) -> bool {
-    const EXACT: &[&str] = &["update", "learn", "optimize", "_optimize", "_train", "_update"];
+    const EXACT: &[&str] = &[
+        "update",
+        "learn",
+        "optimize",
+        "_optimize",
+        "_train",
+        "_update",
+    ];
     EXACT.contains(&lower)
         || lower.contains("loss")
         || crate::semantic::is_training_step_name(lower)
-        || ["update_", "_update_", "learn_", "_learn_", "train_", "_train_"]
-            .iter()
-            .any(|p| lower.starts_with(p))
+        || [
+            "update_", "_update_", "learn_", "_learn_", "train_", "_train_",
+        ]
+        .iter()
+        .any(|p| lower.starts_with(p))
 }
 
 /// A class whose methods run on the host around the training step: data, replay storage,
@@ -302,9 +313,25 @@ fn is_update_name(lower: &str) -> bool {
 /// processors (attention processors excepted: they run inside `forward`).
 pub fn is_host_class(name: &str, bases: &[String]) -> bool {
     const HOST: &[&str] = &[
-        "Dataset", "DataLoader", "Sampler", "Buffer", "Storage", "Env", "Wrapper", "Collector",
-        "Callback", "Logger", "Writer", "Observer", "Meter", "Metric", "Tokenizer", "Transform",
-        "Explorer", "Pipeline", "Player",
+        "Dataset",
+        "DataLoader",
+        "Sampler",
+        "Buffer",
+        "Storage",
+        "Env",
+        "Wrapper",
+        "Collector",
+        "Callback",
+        "Logger",
+        "Writer",
+        "Observer",
+        "Meter",
+        "Metric",
+        "Tokenizer",
+        "Transform",
+        "Explorer",
+        "Pipeline",
+        "Player",
     ];
     std::iter::once(name)
         .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
@@ -327,9 +354,30 @@ pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
 /// host-side work (action post-processing, decoding, sampling loops) is expected there.
 pub fn is_inference_name(name: &str) -> bool {
     const WORDS: &[&str] = &[
-        "generate", "predict", "infer", "inference", "sample", "sampling", "rollout", "collect",
-        "act", "decode", "extract", "evaluate", "eval", "test", "render", "explore", "exploration",
-        "visualize", "plot", "export", "dumps", "save", "load", "env",
+        "generate",
+        "predict",
+        "infer",
+        "inference",
+        "sample",
+        "sampling",
+        "rollout",
+        "collect",
+        "act",
+        "decode",
+        "extract",
+        "evaluate",
+        "eval",
+        "test",
+        "render",
+        "explore",
+        "exploration",
+        "visualize",
+        "plot",
+        "export",
+        "dumps",
+        "save",
+        "load",
+        "env",
     ];
     let lower = name.to_ascii_lowercase();
     // A loss is computed for training, whatever else the name says (`compute_act_loss`).
@@ -341,9 +389,23 @@ pub fn is_inference_name(name: &str) -> bool {
 /// to be looked at.
 pub fn in_log_call(ancestors: &[Node<'_>]) -> bool {
     const LOG: &[&str] = &[
-        "append", "extend", "log", "log_dict", "add_scalar", "add_scalars", "add_histogram",
-        "print", "info", "debug", "warning", "record", "record_mean", "format", "str",
-        "set_postfix", "Histogram",
+        "append",
+        "extend",
+        "log",
+        "log_dict",
+        "add_scalar",
+        "add_scalars",
+        "add_histogram",
+        "print",
+        "info",
+        "debug",
+        "warning",
+        "record",
+        "record_mean",
+        "format",
+        "str",
+        "set_postfix",
+        "Histogram",
     ];
     ancestors.iter().any(|n| match n {
         Node::Expr(Expr::Call(c)) => LOG.contains(&last_name(&c.func)),

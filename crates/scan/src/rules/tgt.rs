@@ -48,8 +48,7 @@ impl Rule for HostTargets {
         let host_class = sem
             .current_class()
             .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
-        let step =
-            !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
+        let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
         let tokenize = training && !host_class && (step || per_call_method(sem));
@@ -60,7 +59,12 @@ impl Rule for HostTargets {
         if !step {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
             if !helper && returns {
-                pulls(cx, def, &func, "computes returns or advantages from it on the host");
+                pulls(
+                    cx,
+                    def,
+                    &func,
+                    "computes returns or advantages from it on the host",
+                );
             }
             return;
         }
@@ -68,9 +72,19 @@ impl Rule for HostTargets {
             return;
         }
         if host_uploads(cx, def, &func) {
-            pulls(cx, def, &func, "sends what it computes from it back as a tensor");
+            pulls(
+                cx,
+                def,
+                &func,
+                "sends what it computes from it back as a tensor",
+            );
         } else if returns {
-            pulls(cx, def, &func, "computes returns or advantages from it on the host");
+            pulls(
+                cx,
+                def,
+                &func,
+                "computes returns or advantages from it on the host",
+            );
         }
     }
 }
@@ -212,7 +226,9 @@ fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
 fn computes_returns(sem: &crate::semantic::Semantic<'_>, host_class: bool) -> bool {
     sem.current_function().is_some_and(|f| {
         let lower = f.name.to_ascii_lowercase();
-        let returns = ["return", "advantage", "gae"].iter().any(|w| lower.contains(w));
+        let returns = ["return", "advantage", "gae"]
+            .iter()
+            .any(|w| lower.contains(w));
         f.is_method && (returns || (!host_class && lower.contains("target")))
     })
 }
@@ -322,6 +338,10 @@ fn is_tokenizer_call(expr: &Expr) -> bool {
             Expr::Attribute(a) => a.attr.as_str(),
             _ => return false,
         };
+        // `InstructionTokenizer(...)` constructs one; an instance is called by a lowercase name.
+        if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return false;
+        }
         let lower = name.to_ascii_lowercase();
         // Processors are left alone: in model code `self.processor(...)` is an attention
         // processor, and image processors run on host images anyway.

@@ -194,9 +194,9 @@ fn per_element(
                 return None;
             }
             match elements::walks(sem, func, &f.iter) {
-                elements::Walk::Rows => {
-                    Some("Python loop walks the rows of a batch tensor one sample at a time".to_owned())
-                }
+                elements::Walk::Rows => Some(
+                    "Python loop walks the rows of a batch tensor one sample at a time".to_owned(),
+                ),
                 elements::Walk::HostValues
                     if elements::tensor_work(sem, func, &f.body, &vars)
                         || elements::pulled_rows(&f.iter) && uses_rows(&f.body, &vars) =>
@@ -471,7 +471,10 @@ fn is_accumulation(value: &Expr, name: &str) -> bool {
     let Expr::BinOp(b) = value else {
         return false;
     };
-    if !matches!(b.op, crate::source::ast::Operator::Add | crate::source::ast::Operator::Sub) {
+    if !matches!(
+        b.op,
+        crate::source::ast::Operator::Add | crate::source::ast::Operator::Sub
+    ) {
         return false;
     }
     let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
@@ -484,8 +487,10 @@ fn is_accumulation(value: &Expr, name: &str) -> bool {
 fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> bool {
     match test {
         Expr::Attribute(a) => {
-            !matches!(a.attr.as_str(), "ndim" | "shape" | "dtype" | "device" | "is_cuda")
-                && reads_device_tensor(sem, func, &a.value)
+            !matches!(
+                a.attr.as_str(),
+                "ndim" | "shape" | "dtype" | "device" | "is_cuda"
+            ) && reads_device_tensor(sem, func, &a.value)
         }
         Expr::Call(c) => {
             if let Expr::Attribute(a) = c.func.as_ref() {
@@ -496,14 +501,17 @@ fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> 
                     return true;
                 }
             }
-            sem.resolve(&c.func).is_some_and(|q| q.starts_with("torch.") && !q.starts_with("torch.is_"))
+            sem.resolve(&c.func)
+                .is_some_and(|q| q.starts_with("torch.") && !q.starts_with("torch.is_"))
                 || c.args.iter().any(|a| reads_device_tensor(sem, func, a))
         }
         Expr::Name(n) if matches!(n.ctx, ExprContext::Load) => is_tensor_expr(sem, func, test),
         Expr::Subscript(s) => reads_device_tensor(sem, func, &s.value),
         Expr::Compare(c) => {
             reads_device_tensor(sem, func, &c.left)
-                || c.comparators.iter().any(|e| reads_device_tensor(sem, func, e))
+                || c.comparators
+                    .iter()
+                    .any(|e| reads_device_tensor(sem, func, e))
         }
         Expr::BoolOp(b) => b.values.iter().any(|e| reads_device_tensor(sem, func, e)),
         Expr::UnaryOp(u) => reads_device_tensor(sem, func, &u.operand),

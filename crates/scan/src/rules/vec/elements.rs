@@ -2,7 +2,9 @@
 //! it: `.item()` per element, comprehensions over the rows of a tensor, `any(...)` over tensor
 //! conditions, tensor checks in `assert`, and tensors built from lists of device scalars.
 
-use super::{is_recurrent, is_self_attr, is_tensor_expr, is_tensor_size, iterates_tensor, names_of};
+use super::{
+    is_recurrent, is_self_attr, is_tensor_expr, is_tensor_size, iterates_tensor, names_of,
+};
 use crate::analysis::{self, Function, Node};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
@@ -25,16 +27,54 @@ pub(super) enum Walk {
 
 /// Names of iterables that are small and fixed, or sequential by nature.
 const FIXED_WORDS: &[&str] = &[
-    "layer", "head", "block", "camera", "cams", "critic", "expert", "axis", "axes", "level",
-    "scale", "crop", "stage", "loader", "epoch", "timestep", "sigma", "horizon", "env",
-    "schedule", "step", "module", "param", "quantizer", "chunk", "factor", "batches",
-    "minibatch", "mini_batch", "grad", "split", "pipe", "queue",
+    "layer",
+    "head",
+    "block",
+    "camera",
+    "cams",
+    "critic",
+    "expert",
+    "axis",
+    "axes",
+    "level",
+    "scale",
+    "crop",
+    "stage",
+    "loader",
+    "epoch",
+    "timestep",
+    "sigma",
+    "horizon",
+    "env",
+    "schedule",
+    "step",
+    "module",
+    "param",
+    "quantizer",
+    "chunk",
+    "factor",
+    "batches",
+    "minibatch",
+    "mini_batch",
+    "grad",
+    "split",
+    "pipe",
+    "queue",
 ];
 
 /// Methods whose result is a view of a container of modules, parameters or dict entries.
 const FIXED_METHODS: &[&str] = &[
-    "items", "keys", "values", "parameters", "named_parameters", "modules", "named_modules",
-    "children", "named_children", "buffers", "named_buffers",
+    "items",
+    "keys",
+    "values",
+    "parameters",
+    "named_parameters",
+    "modules",
+    "named_modules",
+    "children",
+    "named_children",
+    "buffers",
+    "named_buffers",
 ];
 
 /// What `iter` walks.
@@ -66,9 +106,7 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
             match name {
                 "tolist" | "numpy" if !is_self_attr(&a.value) => Walk::HostValues,
                 "unbind" => Walk::Rows,
-                "split" if c.args.first().is_some_and(|arg| spells_tolist(func, arg)) => {
-                    Walk::Rows
-                }
+                "split" if c.args.first().is_some_and(|arg| spells_tolist(func, arg)) => Walk::Rows,
                 _ if sem.resolves_to(&c.func, "torch.unbind") => Walk::Rows,
                 _ => Walk::Other,
             }
@@ -101,11 +139,12 @@ pub(super) fn pulled_rows(iter: &Expr) -> bool {
 
 /// `expr` is a `.tolist()` call, or a local name assigned one.
 fn spells_tolist(func: &Function<'_>, expr: &Expr) -> bool {
-    let is_tolist = |e: &Expr| {
-        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "tolist"))
-    };
+    let is_tolist = |e: &Expr| matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "tolist"));
     match expr {
-        Expr::Name(n) => func.assigned(n.id.as_str()).iter().any(|(_, v)| is_tolist(v)),
+        Expr::Name(n) => func
+            .assigned(n.id.as_str())
+            .iter()
+            .any(|(_, v)| is_tolist(v)),
         _ => is_tolist(expr),
     }
 }
@@ -162,8 +201,19 @@ fn named_fixed(expr: &Expr) -> bool {
 /// A loop bound named after the batch: `bs`, `bsz`, `batch_size`, `num_samples`, …
 pub(super) fn is_batch_count(bound: &Expr) -> bool {
     const NAMES: &[&str] = &[
-        "b", "bs", "bsz", "batch", "batchsize", "nbatch", "n_batch", "num_batch", "n_samples",
-        "num_samples", "n_seqs", "num_seqs", "num_sequences",
+        "b",
+        "bs",
+        "bsz",
+        "batch",
+        "batchsize",
+        "nbatch",
+        "n_batch",
+        "num_batch",
+        "n_samples",
+        "num_samples",
+        "n_seqs",
+        "num_seqs",
+        "num_sequences",
     ];
     let text = match bound {
         Expr::Name(n) => n.id.as_str().to_ascii_lowercase(),
@@ -175,7 +225,12 @@ pub(super) fn is_batch_count(bound: &Expr) -> bool {
 
 /// The body does tensor work with the loop variables: a torch call, or an index into a
 /// device tensor that reads one of `vars`.
-pub(super) fn tensor_work(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], vars: &[&str]) -> bool {
+pub(super) fn tensor_work(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    body: &[Stmt],
+    vars: &[&str],
+) -> bool {
     analysis::try_each_expr(body, |e| {
         if expr_tensor_work(sem, func, e, vars) {
             std::ops::ControlFlow::Break(())
@@ -204,7 +259,11 @@ fn expr_tensor_work(sem: &Semantic<'_>, func: &Function<'_>, e: &Expr, vars: &[&
 /// The first `.item()` of a loop over elements that reads the loop variables (directly or
 /// through names the body computes from them): a host sync per element. `.item()`s inside a
 /// nested loop are that loop's, and values that only go to a log are left alone.
-pub(super) fn item_per_element(sem: &Semantic<'_>, func: &Function<'_>, stmt: &Stmt) -> Option<TextRange> {
+pub(super) fn item_per_element(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    stmt: &Stmt,
+) -> Option<TextRange> {
     let Stmt::For(f) = stmt else {
         return None;
     };
@@ -236,7 +295,8 @@ fn element_iterable(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> boo
         return !is_fixed(iter)
             && (is_tensor_size(sem, func, bound, 0) || is_batch_count(bound) || len_of_local);
     }
-    if matches!(iter, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "range")) {
+    if matches!(iter, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "range"))
+    {
         return false;
     }
     walks(sem, func, iter) != Walk::Fixed
@@ -292,7 +352,12 @@ fn is_item_call(e: &Expr) -> bool {
 
 /// An `.item()` occurrence whose receiver reads one of `vars`, is not host data, and whose
 /// value is not only logged.
-fn synced_element(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occurrence<'_>, vars: &[&str]) -> bool {
+fn synced_element(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    occ: &analysis::Occurrence<'_>,
+    vars: &[&str],
+) -> bool {
     let Expr::Call(c) = occ.expr else {
         return false;
     };
@@ -310,7 +375,10 @@ fn synced_element(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occur
 /// value of one. One finding per comprehension (not for one nested in a reported one).
 pub(super) fn comprehensions(sem: &Semantic<'_>, func: &Function<'_>) -> Vec<(TextRange, String)> {
     let comps = analysis::find(func.body, |e| {
-        matches!(e, Expr::ListComp(_) | Expr::SetComp(_) | Expr::GeneratorExp(_) | Expr::DictComp(_))
+        matches!(
+            e,
+            Expr::ListComp(_) | Expr::SetComp(_) | Expr::GeneratorExp(_) | Expr::DictComp(_)
+        )
     });
     let mut out: Vec<(TextRange, String)> = Vec::new();
     for occ in &comps {
@@ -325,7 +393,11 @@ pub(super) fn comprehensions(sem: &Semantic<'_>, func: &Function<'_>) -> Vec<(Te
     out
 }
 
-fn comprehension(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occurrence<'_>) -> Option<String> {
+fn comprehension(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    occ: &analysis::Occurrence<'_>,
+) -> Option<String> {
     let (elts, generators): (Vec<&Expr>, &[ast::Comprehension]) = match occ.expr {
         Expr::ListComp(c) => (vec![c.elt.as_ref()], &c.generators),
         Expr::SetComp(c) => (vec![c.elt.as_ref()], &c.generators),
@@ -354,7 +426,9 @@ fn comprehension(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occurr
                 if reads_var(&a.value) && !analysis::derives_from_host(sem, func, &a.value, 0)))
     });
     if item && !analysis::in_log_call(&occ.ancestors) {
-        return Some("`.item()` per element in a comprehension, a host sync per element".to_owned());
+        return Some(
+            "`.item()` per element in a comprehension, a host sync per element".to_owned(),
+        );
     }
     let in_any = matches!(occ.ancestors.last(), Some(Node::Expr(Expr::Call(c)))
         if matches!(c.func.as_ref(), Expr::Name(n) if matches!(n.id.as_str(), "any" | "all")));
@@ -364,10 +438,12 @@ fn comprehension(sem: &Semantic<'_>, func: &Function<'_>, occ: &analysis::Occurr
     });
     if in_any && condition {
         return Some(
-            "`any()`/`all()` over a generator of tensor conditions, a host sync per element".to_owned(),
+            "`any()`/`all()` over a generator of tensor conditions, a host sync per element"
+                .to_owned(),
         );
     }
-    let work = inner(&|x: &Expr| expr_tensor_work(sem, func, x, &vars) || row_method(sem, func, x, &vars));
+    let work =
+        inner(&|x: &Expr| expr_tensor_work(sem, func, x, &vars) || row_method(sem, func, x, &vars));
     match walk {
         Walk::Rows if work => Some("comprehension runs tensor ops on each row of a batch tensor".to_owned()),
         Walk::HostValues if work => Some(
@@ -387,11 +463,26 @@ fn row_method(sem: &Semantic<'_>, func: &Function<'_>, e: &Expr, vars: &[&str]) 
 
 /// `assert` statements of the function whose test needs a device value on the host: a torch
 /// call (`torch.any(...)`, `torch.allclose(...)`) or `.any()`/`.all()`/`.item()` of a tensor.
-pub(super) fn asserts(sem: &Semantic<'_>, func: &Function<'_>, stmts: &[&Stmt]) -> Vec<(TextRange, String)> {
+pub(super) fn asserts(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    stmts: &[&Stmt],
+) -> Vec<(TextRange, String)> {
     const NOT_VALUES: &[&str] = &[
-        "torch.is_", "torch.jit", "torch.cuda", "torch.distributed", "torch.backends",
-        "torch.compiler", "torch.onnx", "torch._", "torch.Size", "torch.get_", "torch.are_",
-        "torch.version", "torch.nn", "torch.utils",
+        "torch.is_",
+        "torch.jit",
+        "torch.cuda",
+        "torch.distributed",
+        "torch.backends",
+        "torch.compiler",
+        "torch.onnx",
+        "torch._",
+        "torch.Size",
+        "torch.get_",
+        "torch.are_",
+        "torch.version",
+        "torch.nn",
+        "torch.utils",
     ];
     stmts
         .iter()
@@ -421,10 +512,14 @@ pub(super) fn asserts(sem: &Semantic<'_>, func: &Function<'_>, stmts: &[&Stmt]) 
 
 /// `torch.tensor(xs)` / `torch.as_tensor(xs)` of a local list whose appended values are
 /// device tensors: every element is copied to the host one at a time.
-pub(super) fn tensor_of_device_list(sem: &Semantic<'_>, func: &Function<'_>) -> Vec<(TextRange, String)> {
-    let calls = analysis::find(func.body, |e| {
-        matches!(e, Expr::Call(c) if sem.matches(&c.func, &["torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"]))
-    });
+pub(super) fn tensor_of_device_list(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+) -> Vec<(TextRange, String)> {
+    let calls = analysis::find(
+        func.body,
+        |e| matches!(e, Expr::Call(c) if sem.matches(&c.func, &["torch.tensor", "torch.as_tensor", "torch.Tensor", "torch.FloatTensor"])),
+    );
     calls
         .iter()
         .filter(|occ| {
