@@ -276,7 +276,7 @@ pub(super) fn item_per_element(
         return None;
     }
     derived_names(&f.body, &mut vars);
-    let items = analysis::find(&f.body, |e| is_item_call(e));
+    let items = analysis::find(&f.body, is_item_call);
     items.iter().find_map(|occ| {
         let nested = occ
             .ancestors
@@ -442,8 +442,7 @@ fn comprehension(
                 .to_owned(),
         );
     }
-    let work =
-        inner(&|x: &Expr| expr_tensor_work(sem, func, x, &vars) || row_method(sem, func, x, &vars));
+    let work = inner(&|x: &Expr| expr_tensor_work(sem, func, x, &vars) || row_method(x, &vars));
     match walk {
         Walk::Rows if work => Some("comprehension runs tensor ops on each row of a batch tensor".to_owned()),
         Walk::HostValues if work => Some(
@@ -455,8 +454,7 @@ fn comprehension(
 }
 
 /// A method call on a loop variable (a row of the tensor walked): `row.view(...)`, `t.sum()`.
-fn row_method(sem: &Semantic<'_>, func: &Function<'_>, e: &Expr, vars: &[&str]) -> bool {
-    let _ = (sem, func);
+fn row_method(e: &Expr, vars: &[&str]) -> bool {
     matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
         if matches!(a.value.as_ref(), Expr::Name(n) if vars.contains(&n.id.as_str()))))
 }
