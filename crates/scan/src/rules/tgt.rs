@@ -3,6 +3,7 @@
 
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
+use crate::source::TextRange;
 use crate::source::ast::{Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
@@ -56,41 +57,29 @@ impl Rule for HostTargets {
         if tokenize {
             tokenizers(cx, &func);
         }
+        const RETURNS: &str = "computes returns or advantages from it on the host";
         if !step {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
             if !helper && returns {
-                pulls(
-                    cx,
-                    def,
-                    &func,
-                    "computes returns or advantages from it on the host",
-                );
+                pulls(cx, def, &func, &[], RETURNS);
             }
             return;
         }
         if !training {
             return;
         }
-        if host_uploads(cx, def, &func) {
-            pulls(
-                cx,
-                def,
-                &func,
-                "sends what it computes from it back as a tensor",
-            );
+        let uploads = host_uploads(cx, def, &func);
+        if !uploads.is_empty() {
+            let why = "sends what it computes from it back as a tensor";
+            pulls(cx, def, &func, &uploads, why);
         } else if returns {
-            pulls(
-                cx,
-                def,
-                &func,
-                "computes returns or advantages from it on the host",
-            );
+            pulls(cx, def, &func, &[], RETURNS);
         }
     }
 }
 
-/// Report every tensor the step builds from host data; true when there was one.
-fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bool {
+/// Report every tensor the step builds from host data; their ranges.
+fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> Vec<TextRange> {
     let sem = cx.semantic();
     // Every such call names `from_numpy`, `*tensor`, `*Tensor` or `to_torch*`, or a name bound
     // to one of them: a function that does neither needs no walk.
@@ -101,7 +90,7 @@ fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bo
         && !text.contains("to_torch")
         && !sem.binds_any(|q| TO_TENSOR.contains(&q))
     {
-        return false;
+        return Vec::new();
     }
     let calls = analysis::find(func.body, |e| is_to_tensor(sem, e));
     let hits: Vec<_> = calls
@@ -126,8 +115,7 @@ fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bo
             upload.then(|| occ.expr.range())
         })
         .collect();
-    let found = !hits.is_empty();
-    for range in hits {
+    for range in hits.iter().copied() {
         cx.report(
             range,
             "this tensor is built from host (numpy or `.cpu().numpy()`/`.tolist()`) data every step, \
@@ -135,7 +123,7 @@ fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bo
              (see P_TGT.md)",
         );
     }
-    found
+    hits
 }
 
 /// A value pulled from a tensor (`.numpy()`, `.tolist()`, `to_numpy(...)`, `.cpu()`), directly
@@ -149,11 +137,7 @@ fn derives_from_pull(func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
     for e in analysis::find_in_expr(expr) {
         match e {
             Expr::Call(c) => {
-                let last = match c.func.as_ref() {
-                    Expr::Name(n) => n.id.as_str(),
-                    Expr::Attribute(a) => a.attr.as_str(),
-                    _ => "",
-                };
+                let last = analysis::last_name_of(c.func.as_ref());
                 if matches!(last, "numpy" | "tolist" | "to_numpy" | "cpu") {
                     return true;
                 }
@@ -171,11 +155,7 @@ fn derives_from_pull(func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
 
 /// `to_torch_as(x, y)` moves `x` to the device of `y`; `to_torch(x, device=...)` names one.
 fn is_device_helper(call: &crate::source::ast::ExprCall) -> bool {
-    let last = match call.func.as_ref() {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => "",
-    };
+    let last = analysis::last_name_of(call.func.as_ref());
     last == "to_torch_as"
 }
 
@@ -234,8 +214,15 @@ fn computes_returns(sem: &crate::semantic::Semantic<'_>, host_class: bool) -> bo
 }
 
 /// Report each pull of a device tensor to the host (`.cpu().numpy()`, `to_numpy(x)`, `.cpu()`
-/// handed to a scipy or scikit-learn call) that is not only logged. `why` ends the message.
-fn pulls<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>, why: &str) {
+/// handed to a scipy or scikit-learn call) that is not only logged and not inside an upload
+/// already reported (`torch.tensor(x.cpu().numpy())` is one finding). `why` ends the message.
+fn pulls<'a>(
+    cx: &mut Checker<'a>,
+    def: &Stmt,
+    func: &Function<'a>,
+    uploads: &[TextRange],
+    why: &str,
+) {
     let text = cx.slice(def.range());
     if !text.contains("numpy") && !text.contains(".cpu()") {
         return;
@@ -247,9 +234,9 @@ fn pulls<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>, why: &str) {
         .map(|occ| occ.expr.range())
         .collect();
     // One finding per pull chain: `x.cpu().numpy()` holds `x.cpu()`.
-    let mut kept: Vec<crate::source::TextRange> = Vec::new();
+    let mut kept: Vec<TextRange> = Vec::new();
     for range in found {
-        if kept.iter().any(|k| k.contains_range(range)) {
+        if kept.iter().chain(uploads).any(|k| k.contains_range(range)) {
             continue;
         }
         kept.push(range);
@@ -275,11 +262,7 @@ fn is_pull(sem: &crate::semantic::Semantic<'_>, expr: &Expr) -> bool {
     if pulled_base(expr).is_some() {
         return true;
     }
-    let last = match call.func.as_ref() {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => "",
-    };
+    let last = analysis::last_name_of(call.func.as_ref());
     if last == "to_numpy" {
         // A tensor computed from the model (a call) rather than a field of the host batch.
         return call
@@ -333,11 +316,7 @@ fn is_tokenizer_call(expr: &Expr) -> bool {
         return false;
     };
     let is_tok = |e: &Expr| {
-        let name = match e {
-            Expr::Name(n) => n.id.as_str(),
-            Expr::Attribute(a) => a.attr.as_str(),
-            _ => return false,
-        };
+        let name = analysis::last_name_of(e);
         // `InstructionTokenizer(...)` constructs one; an instance is called by a lowercase name.
         if name.starts_with(|c: char| c.is_ascii_uppercase()) {
             return false;
@@ -420,11 +399,7 @@ fn is_to_tensor(sem: &crate::semantic::Semantic<'_>, expr: &Expr) -> bool {
     let Expr::Call(c) = expr else {
         return false;
     };
-    let helper = match c.func.as_ref() {
-        Expr::Name(n) => n.id.as_str(),
-        Expr::Attribute(a) => a.attr.as_str(),
-        _ => "",
-    };
+    let helper = analysis::last_name_of(c.func.as_ref());
     matches!(helper, "to_torch" | "to_torch_as") || sem.matches(&c.func, TO_TENSOR)
 }
 

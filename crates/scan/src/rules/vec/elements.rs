@@ -84,11 +84,7 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
     }
     match iter {
         Expr::Call(c) => {
-            let name = match c.func.as_ref() {
-                Expr::Name(n) => n.id.as_str(),
-                Expr::Attribute(a) => a.attr.as_str(),
-                _ => "",
-            };
+            let name = analysis::last_name_of(c.func.as_ref());
             if matches!(name, "enumerate" | "reversed" | "list" | "tuple") {
                 return c.args.first().map_or(Walk::Other, |a| walks(sem, func, a));
             }
@@ -157,11 +153,7 @@ fn is_fixed(iter: &Expr) -> bool {
     match iter {
         Expr::Attribute(_) if is_self_attr(iter) => true,
         Expr::Call(c) => {
-            let name = match c.func.as_ref() {
-                Expr::Name(n) => n.id.as_str(),
-                Expr::Attribute(a) => a.attr.as_str(),
-                _ => "",
-            };
+            let name = analysis::last_name_of(c.func.as_ref());
             if FIXED_METHODS.contains(&name) {
                 return true;
             }
