@@ -22,6 +22,9 @@ pub const RULE: RuleInfo = RuleInfo {
     check: &HostTargets,
 };
 
+/// The end of a pull's message in a return or advantage computation.
+const RETURNS: &str = "computes returns or advantages from it on the host";
+
 /// Calls that turn host data into a tensor.
 const TO_TENSOR: &[&str] = &[
     "torch.from_numpy",
@@ -57,7 +60,6 @@ impl Rule for HostTargets {
         if tokenize {
             tokenizers(cx, &func);
         }
-        const RETURNS: &str = "computes returns or advantages from it on the host";
         if !step {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
             if !helper && returns {
