@@ -8,6 +8,7 @@ mod values;
 
 pub use dataflow::{Flow, classify};
 use values::TENSOR_ATTRS;
+pub use values::is_device_value;
 pub use values::{derives_from_host, is_host_scalar, is_sequence_literal};
 
 use crate::semantic::Semantic;
@@ -284,6 +285,163 @@ fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
         || decorators
             .iter()
             .any(|d| matches!(d, Expr::Name(n) if n.id.as_str() == "classmethod"))
+}
+
+/// The update side of a trainer, agent or algorithm that is not an `nn.Module` (RL libraries'
+/// `update`, `learn`, `train_step`, `_train`, `_update_with_batch`, `compute_*_loss`): it runs on
+/// the device once per optimisation step like a module's `forward`. So does the `__call__` of
+/// an attention processor. Methods of data, environment, logging and metric classes are not,
+/// and neither are setup methods.
+pub fn in_update_code(sem: &Semantic<'_>) -> bool {
+    let Some(f) = sem.current_function() else {
+        return false;
+    };
+    if !f.is_method || is_inference_name(&f.name) {
+        return false;
+    }
+    let Some(class) = sem.current_class() else {
+        return false;
+    };
+    // An attention processor's `__call__` is the attention of the model's `forward`.
+    if f.name == "__call__"
+        && (class.name.contains("AttnProcessor") || class.name.contains("AttentionProcessor"))
+    {
+        return true;
+    }
+    if is_host_class(&class.name, &class.bases) {
+        return false;
+    }
+    let setup = sem.stmts().iter().any(|s| match s {
+        Stmt::FunctionDef(d) => is_setup_function(d.name.as_str(), &d.decorator_list),
+        _ => false,
+    });
+    !setup && is_update_name(&f.name.to_ascii_lowercase())
+}
+
+/// An update, learning or loss method name.
+fn is_update_name(lower: &str) -> bool {
+    const EXACT: &[&str] = &[
+        "update",
+        "learn",
+        "optimize",
+        "_optimize",
+        "_train",
+        "_update",
+    ];
+    EXACT.contains(&lower)
+        || lower.contains("loss")
+        || crate::semantic::is_training_step_name(lower)
+        || [
+            "update_", "_update_", "learn_", "_learn_", "train_", "_train_",
+        ]
+        .iter()
+        .any(|p| lower.starts_with(p))
+}
+
+/// A class whose methods run on the host around the training step: data, replay storage,
+/// environments and their wrappers, collectors, callbacks, loggers, metrics, tokenizers and
+/// processors (attention processors excepted: they run inside `forward`).
+pub fn is_host_class(name: &str, bases: &[String]) -> bool {
+    const HOST: &[&str] = &[
+        "Dataset",
+        "DataLoader",
+        "Sampler",
+        "Buffer",
+        "Storage",
+        "Env",
+        "Wrapper",
+        "Collector",
+        "Callback",
+        "Logger",
+        "Writer",
+        "Observer",
+        "Meter",
+        "Metric",
+        "Tokenizer",
+        "Transform",
+        "Explorer",
+        "Pipeline",
+        "Player",
+    ];
+    std::iter::once(name)
+        .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
+        .any(|n| {
+            // By suffix: a `Transformer` is no `Transform`.
+            HOST.iter().any(|h| n.ends_with(h))
+                || (n.ends_with("Processor") && !n.contains("Attn") && !n.contains("Attention"))
+        })
+}
+
+/// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
+/// inference, in rollouts or around loading and logging.
+pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
+    sem.scopes().iter().any(|s| {
+        matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
+    })
+}
+
+/// A function that runs at inference or in rollouts, not in the optimisation step: its
+/// host-side work (action post-processing, decoding, sampling loops) is expected there.
+pub fn is_inference_name(name: &str) -> bool {
+    const WORDS: &[&str] = &[
+        "generate",
+        "predict",
+        "infer",
+        "inference",
+        "sample",
+        "sampling",
+        "rollout",
+        "collect",
+        "act",
+        "decode",
+        "extract",
+        "evaluate",
+        "eval",
+        "test",
+        "render",
+        "explore",
+        "exploration",
+        "visualize",
+        "plot",
+        "export",
+        "dumps",
+        "save",
+        "load",
+        "env",
+    ];
+    let lower = name.to_ascii_lowercase();
+    // A loss is computed for training, whatever else the name says (`compute_act_loss`).
+    !lower.contains("loss") && lower.split('_').any(|w| WORDS.contains(&w))
+}
+
+/// Some enclosing expression (of the `ancestors` of an [`Occurrence`]) hands the value to a
+/// log, a print, a formatted string, a stats list or dict: a value that leaves the step only
+/// to be looked at.
+pub fn in_log_call(ancestors: &[Node<'_>]) -> bool {
+    const LOG: &[&str] = &[
+        "append",
+        "extend",
+        "log",
+        "log_dict",
+        "add_scalar",
+        "add_scalars",
+        "add_histogram",
+        "print",
+        "info",
+        "debug",
+        "warning",
+        "record",
+        "record_mean",
+        "format",
+        "str",
+        "set_postfix",
+        "Histogram",
+    ];
+    ancestors.iter().any(|n| match n {
+        Node::Expr(Expr::Call(c)) => LOG.contains(&last_name(&c.func)),
+        Node::Expr(Expr::JoinedStr(_) | Expr::FormattedValue(_) | Expr::Dict(_)) => true,
+        _ => false,
+    })
 }
 
 /// The walk is at module level (no enclosing function or class).
@@ -608,6 +766,11 @@ fn is_self_attr(expr: &Expr) -> bool {
         Expr::Attribute(a) => is_self_attr(&a.value),
         _ => false,
     }
+}
+
+/// The last name of a callee or attribute chain (`split` for `torch.split`, `x.split`).
+pub fn last_name_of(expr: &Expr) -> &str {
+    last_name(expr)
 }
 
 /// The last part of [`crate::semantic::dotted`]'s text for `expr`, without building it.

@@ -167,6 +167,9 @@ pub fn derives_from_host(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, d
                 {
                     found = true;
                 }
+                if is_host_library_call(sem, &c.func) {
+                    found = true;
+                }
             }
             Expr::Name(n) if matches!(n.ctx, ExprContext::Load) => names.push(n.id.as_str()),
             _ => {}
@@ -193,6 +196,20 @@ pub fn derives_from_host(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, d
             .insert((*name).to_owned(), derived);
         derived
     })
+}
+
+/// A call that computes on the host outside numpy: a `to_numpy(...)` helper, or a scipy,
+/// scikit-learn or numba function (`linear_sum_assignment`, a `NearestNeighbors` query).
+fn is_host_library_call(sem: &Semantic<'_>, callee: &Expr) -> bool {
+    let last = match callee {
+        Expr::Name(n) => n.id.as_str(),
+        Expr::Attribute(a) => a.attr.as_str(),
+        _ => "",
+    };
+    last == "to_numpy"
+        || ["scipy.", "sklearn.", "numba."]
+            .iter()
+            .any(|p| sem.resolves_with_prefix(callee, p))
 }
 
 /// Attributes and methods of tensors: a parameter used with one of these is a tensor.

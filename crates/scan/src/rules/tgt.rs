@@ -3,6 +3,7 @@
 
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
+use crate::source::TextRange;
 use crate::source::ast::{Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
@@ -20,6 +21,9 @@ pub const RULE: RuleInfo = RuleInfo {
     doc: include_str!("tgt.md"),
     check: &HostTargets,
 };
+
+/// The end of a pull's message in a return or advantage computation.
+const RETURNS: &str = "computes returns or advantages from it on the host";
 
 /// Calls that turn host data into a tensor.
 const TO_TENSOR: &[&str] = &[
@@ -44,40 +48,299 @@ impl Rule for HostTargets {
         let Some(func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
-        if !analysis::in_step_code(cx.semantic()) {
-            round_trip_helper(cx, def, &func);
-            return;
-        }
         let sem = cx.semantic();
-        // Every such call names `from_numpy`, `*tensor` or `*Tensor`, or a name bound to one
-        // of them: a function that does neither needs no walk.
-        let text = cx.slice(def.range());
-        if !text.contains("tensor")
-            && !text.contains("Tensor")
-            && !text.contains("from_numpy")
-            && !sem.binds_any(|q| TO_TENSOR.contains(&q))
-        {
+        let host_class = sem
+            .current_class()
+            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
+        let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
+        // Inference and rollouts hand their results to the robot or the environment anyway.
+        let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
+        let tokenize = training && !host_class && (step || per_call_method(sem));
+        let returns = training && computes_returns(sem, host_class);
+        if tokenize {
+            tokenizers(cx, &func);
+        }
+        if !step {
+            let helper = training && !host_class && round_trip_helper(cx, def, &func);
+            if !helper && returns {
+                pulls(cx, def, &func, &[], RETURNS);
+            }
             return;
         }
-        let calls = analysis::find(func.body, |e| is_to_tensor(sem, e));
-        let hits: Vec<_> = calls
-            .iter()
-            .filter_map(|occ| {
-                let Expr::Call(call) = occ.expr else {
-                    return None;
-                };
-                let arg = call.args.first()?;
-                analysis::derives_from_host(sem, &func, arg, 0).then(|| occ.expr.range())
-            })
-            .collect();
-        for range in hits {
-            cx.report(
-                range,
-                "this tensor is built from host (numpy or `.cpu().numpy()`/`.tolist()`) data every step, \
-                 a host-device sync and copy per step on the NPU; compute it on the device or in the dataset \
-                 (see P_TGT.md)",
-            );
+        if !training {
+            return;
         }
+        let uploads = host_uploads(cx, def, &func);
+        if !uploads.is_empty() {
+            let why = "sends what it computes from it back as a tensor";
+            pulls(cx, def, &func, &uploads, why);
+        } else if returns {
+            pulls(cx, def, &func, &[], RETURNS);
+        }
+    }
+}
+
+/// Report every tensor the step builds from host data; their ranges.
+fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> Vec<TextRange> {
+    let sem = cx.semantic();
+    // Every such call names `from_numpy`, `*tensor`, `*Tensor` or `to_torch*`, or a name bound
+    // to one of them: a function that does neither needs no walk.
+    let text = cx.slice(def.range());
+    if !text.contains("tensor")
+        && !text.contains("Tensor")
+        && !text.contains("from_numpy")
+        && !text.contains("to_torch")
+        && !sem.binds_any(|q| TO_TENSOR.contains(&q))
+    {
+        return Vec::new();
+    }
+    let calls = analysis::find(func.body, |e| is_to_tensor(sem, e));
+    let hits: Vec<_> = calls
+        .iter()
+        .filter_map(|occ| {
+            let Expr::Call(call) = occ.expr else {
+                return None;
+            };
+            let arg = call.args.first()?;
+            let constant = occ.ancestors.iter().any(|n| {
+                matches!(n, analysis::Node::Expr(Expr::Call(c))
+                    if matches!(c.func.as_ref(), Expr::Attribute(a)
+                        if matches!(a.attr.as_str(), "register_buffer" | "register_parameter")))
+            });
+            let upload = analysis::derives_from_host(sem, func, arg, 0)
+                && (derives_from_pull(func, arg, 0)
+                    || goes_to_device(call, &occ.ancestors)
+                    || is_device_helper(call))
+                && !constant
+                && !is_metadata(arg)
+                && !assigned_metadata(occ);
+            upload.then(|| occ.expr.range())
+        })
+        .collect();
+    for range in hits.iter().copied() {
+        cx.report(
+            range,
+            "this tensor is built from host (numpy or `.cpu().numpy()`/`.tolist()`) data every step, \
+             a host-device sync and copy per step on the NPU; compute it on the device or in the dataset \
+             (see P_TGT.md)",
+        );
+    }
+    hits
+}
+
+/// A value pulled from a tensor (`.numpy()`, `.tolist()`, `to_numpy(...)`, `.cpu()`), directly
+/// or through local names: a round trip, wherever the new tensor goes. Data born on the host
+/// (numpy draws, env arrays) counts only when it is sent to the device.
+fn derives_from_pull(func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    let mut names = Vec::new();
+    for e in analysis::find_in_expr(expr) {
+        match e {
+            Expr::Call(c) => {
+                let last = analysis::last_name_of(c.func.as_ref());
+                if matches!(last, "numpy" | "tolist" | "to_numpy" | "cpu") {
+                    return true;
+                }
+            }
+            Expr::Name(n) => names.push(n.id.as_str()),
+            _ => {}
+        }
+    }
+    names.iter().any(|n| {
+        func.assigned(n)
+            .iter()
+            .any(|(_, v)| !std::ptr::eq(*v, expr) && derives_from_pull(func, v, depth + 1))
+    })
+}
+
+/// `to_torch_as(x, y)` moves `x` to the device of `y`; `to_torch(x, device=...)` names one.
+fn is_device_helper(call: &crate::source::ast::ExprCall) -> bool {
+    let last = analysis::last_name_of(call.func.as_ref());
+    last == "to_torch_as"
+}
+
+/// Words of names that hold input metadata (positions, lengths, counts, masks), not targets.
+const METADATA: &[&str] = &[
+    "index", "idx", "pos", "len", "count", "shape", "size", "grid", "offset", "seq", "mask",
+];
+
+fn says_metadata(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    METADATA.iter().any(|w| lower.contains(w))
+}
+
+/// The uploaded value is named as metadata (`torch.tensor(seq_lens, device=d)`).
+fn is_metadata(arg: &Expr) -> bool {
+    match arg {
+        Expr::Name(n) => says_metadata(n.id.as_str()),
+        Expr::Attribute(a) => says_metadata(a.attr.as_str()),
+        _ => false,
+    }
+}
+
+/// The upload is assigned to a name that says metadata (`seq_lens = torch.tensor(...)`).
+fn assigned_metadata(occ: &analysis::Occurrence<'_>) -> bool {
+    matches!(occ.ancestors.last(), Some(analysis::Node::Stmt(Stmt::Assign(a)))
+        if matches!(a.targets.as_slice(), [Expr::Name(n)] if says_metadata(n.id.as_str())))
+}
+
+/// A trainer method that runs once per training call although the semantic model files it
+/// under setup (`_build_*_inputs`, `prepare_*`): any method of a `*Trainer` class other than
+/// constructors and dunder methods.
+fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
+    let Some(f) = sem.current_function() else {
+        return false;
+    };
+    let Some(class) = sem.current_class() else {
+        return false;
+    };
+    f.is_method
+        && !f.name.starts_with("__")
+        && !f.name.contains("init")
+        && class.name.ends_with("Trainer")
+        && !analysis::is_host_class(&class.name, &class.bases)
+}
+
+/// A method named after the returns, advantages or targets it computes (of a rollout buffer
+/// too, when it computes returns or advantages: they are built from the critic's values).
+fn computes_returns(sem: &crate::semantic::Semantic<'_>, host_class: bool) -> bool {
+    sem.current_function().is_some_and(|f| {
+        let lower = f.name.to_ascii_lowercase();
+        let returns = ["return", "advantage", "gae"]
+            .iter()
+            .any(|w| lower.contains(w));
+        f.is_method && (returns || (!host_class && lower.contains("target")))
+    })
+}
+
+/// Report each pull of a device tensor to the host (`.cpu().numpy()`, `to_numpy(x)`, `.cpu()`
+/// handed to a scipy or scikit-learn call) that is not only logged and not inside an upload
+/// already reported (`torch.tensor(x.cpu().numpy())` is one finding). `why` ends the message.
+fn pulls<'a>(
+    cx: &mut Checker<'a>,
+    def: &Stmt,
+    func: &Function<'a>,
+    uploads: &[TextRange],
+    why: &str,
+) {
+    let text = cx.slice(def.range());
+    if !text.contains("numpy") && !text.contains(".cpu()") {
+        return;
+    }
+    let sem = cx.semantic();
+    let found: Vec<_> = analysis::find(func.body, |e| is_pull(sem, e))
+        .into_iter()
+        .filter(|occ| !analysis::in_log_call(&occ.ancestors))
+        .map(|occ| occ.expr.range())
+        .collect();
+    // One finding per pull chain: `x.cpu().numpy()` holds `x.cpu()`.
+    let mut kept: Vec<TextRange> = Vec::new();
+    for range in found {
+        if kept.iter().chain(uploads).any(|k| k.contains_range(range)) {
+            continue;
+        }
+        kept.push(range);
+    }
+    for range in kept {
+        cx.report(
+            range,
+            format!(
+                "the step pulls a device tensor to the host and {why}, a host-device sync and two copies \
+                 per step on the NPU; compute it with torch ops on the device (see P_TGT.md)"
+            ),
+        );
+    }
+}
+
+/// A pull of a tensor to the host for computing: `x.cpu().numpy()` (any chain through
+/// `.cpu()`), `to_numpy(x)` of a value that is not host data, or `f(x.cpu())` where `f` is a
+/// scipy, scikit-learn or numba function.
+fn is_pull(sem: &crate::semantic::Semantic<'_>, expr: &Expr) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    if pulled_base(expr).is_some() {
+        return true;
+    }
+    let last = analysis::last_name_of(call.func.as_ref());
+    if last == "to_numpy" {
+        // A tensor computed from the model (a call) rather than a field of the host batch.
+        return call
+            .args
+            .first()
+            .is_some_and(|a| !matches!(a, Expr::Name(_) | Expr::Attribute(_)) || is_computed(a));
+    }
+    ["scipy.", "sklearn."]
+        .iter()
+        .any(|p| sem.resolves_with_prefix(&call.func, p))
+        && call.args.iter().any(|a| {
+            matches!(a, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(m) if m.attr.as_str() == "cpu"))
+        })
+}
+
+/// A name or attribute that is not a field of a batch (`batch.obs`): a local result.
+fn is_computed(expr: &Expr) -> bool {
+    match expr {
+        Expr::Name(n) => !n.id.as_str().contains("batch"),
+        _ => false,
+    }
+}
+
+/// Runs a tokenizer on host strings: `self.tokenizer(texts, ...)`, `self.t5_tokenizer(...)`,
+/// `tokenizer.encode(...)`, `tokenizer.apply_chat_template(...)`. Each call
+/// is one finding: the step re-tokenizes its text inputs or targets every call.
+fn tokenizers<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
+    let sem = cx.semantic();
+    // A `Tokenizer` submodule of the model (a patch embedding) works on tensors.
+    let submodule = |e: &Expr| {
+        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+            if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                && func.self_tensors(sem).contains(&a.attr.as_str())))
+    };
+    let found: Vec<_> = analysis::find(func.body, |e| is_tokenizer_call(e) && !submodule(e))
+        .into_iter()
+        .map(|occ| occ.expr.range())
+        .collect();
+    for range in found {
+        cx.report(
+            range,
+            "the step runs a tokenizer on host strings every call (a CPU pass and an upload per step, \
+             while the NPU waits); tokenize once in the dataset or the collator and pass ids and \
+             labels in the batch (see P_TGT.md)",
+        );
+    }
+}
+
+fn is_tokenizer_call(expr: &Expr) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    let is_tok = |e: &Expr| {
+        let name = analysis::last_name_of(e);
+        // `InstructionTokenizer(...)` constructs one; an instance is called by a lowercase name.
+        if name.starts_with(|c: char| c.is_ascii_uppercase()) {
+            return false;
+        }
+        let lower = name.to_ascii_lowercase();
+        // Processors are left alone: in model code `self.processor(...)` is an attention
+        // processor, and image processors run on host images anyway.
+        lower.ends_with("tokenizer")
+    };
+    if call.args.is_empty() && call.keywords.is_empty() {
+        return false;
+    }
+    match call.func.as_ref() {
+        Expr::Attribute(a)
+            if matches!(
+                a.attr.as_str(),
+                "encode" | "encode_plus" | "batch_encode_plus" | "apply_chat_template"
+            ) =>
+        {
+            is_tok(&a.value)
+        }
+        callee => is_tok(callee),
     }
 }
 
@@ -85,21 +348,21 @@ impl Rule for HostTargets {
 /// that takes a device tensor, pulls it to the host with `.cpu().numpy()`, and sends what it
 /// computes from it back to a device: one issue at each pull, with the tensors sent back in
 /// `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
-fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) {
+fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bool {
     let sem = cx.semantic();
     if in_data_code(sem) || sem.in_device_code() {
-        return;
+        return false;
     }
     // A pull ends in `.numpy()`: most functions never spell it, which is cheaper to see than
     // to walk their bodies.
     if !cx.slice(def.range()).contains("numpy") {
-        return;
+        return false;
     }
     let pulls = analysis::find(func.body, |e| {
         pulled_param(e).is_some_and(|n| func.is_param(n))
     });
     if pulls.is_empty() {
-        return;
+        return false;
     }
     let back: Vec<_> = analysis::find(func.body, |e| is_to_tensor(sem, e))
         .into_iter()
@@ -115,7 +378,7 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         .map(|occ| occ.expr.range())
         .collect();
     if back.is_empty() {
-        return;
+        return false;
     }
     let related: Vec<_> = back
         .iter()
@@ -130,11 +393,16 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         );
         finding.related.clone_from(&related);
     }
+    true
 }
 
-/// A call that turns host data into a tensor.
+/// A call that turns host data into a tensor (also through a `to_torch`/`to_torch_as` helper).
 fn is_to_tensor(sem: &crate::semantic::Semantic<'_>, expr: &Expr) -> bool {
-    matches!(expr, Expr::Call(c) if sem.matches(&c.func, TO_TENSOR))
+    let Expr::Call(c) = expr else {
+        return false;
+    };
+    let helper = analysis::last_name_of(c.func.as_ref());
+    matches!(helper, "to_torch" | "to_torch_as") || sem.matches(&c.func, TO_TENSOR)
 }
 
 /// Datasets, collate functions and other code that runs in `DataLoader` workers.
@@ -154,6 +422,16 @@ fn in_data_code(sem: &crate::semantic::Semantic<'_>) -> bool {
 /// For `p.cpu().numpy()` (any chain between `p` and `.numpy()` that goes through `.cpu()`,
 /// e.g. `p.detach().cpu().numpy()`), the name `p`.
 fn pulled_param(expr: &Expr) -> Option<&str> {
+    match pulled_base(expr)? {
+        Expr::Name(n) => Some(n.id.as_str()),
+        _ => None,
+    }
+}
+
+/// For `x.cpu().numpy()` (any chain between `x` and `.numpy()` that goes through `.cpu()`),
+/// the expression the chain starts from: a name, or the call or attribute below the chain
+/// (`self.critic(obs).cpu().numpy()` starts from `self.critic(obs)`).
+fn pulled_base(expr: &Expr) -> Option<&Expr> {
     let Expr::Call(call) = expr else {
         return None;
     };
@@ -166,16 +444,22 @@ fn pulled_param(expr: &Expr) -> Option<&str> {
     let mut through_cpu = false;
     let mut cur = numpy.value.as_ref();
     loop {
-        cur = match cur {
-            Expr::Call(c) => c.func.as_ref(),
+        let next = match cur {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) => {
+                    through_cpu |= a.attr.as_str() == "cpu";
+                    a.value.as_ref()
+                }
+                _ => return through_cpu.then_some(cur),
+            },
             Expr::Attribute(a) => {
                 through_cpu |= a.attr.as_str() == "cpu";
                 a.value.as_ref()
             }
             Expr::Subscript(s) => s.value.as_ref(),
-            Expr::Name(n) => return through_cpu.then_some(n.id.as_str()),
-            _ => return None,
+            _ => return through_cpu.then_some(cur),
         };
+        cur = next;
     }
 }
 

@@ -7,8 +7,11 @@
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
+use crate::source::TextRange;
 use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
+
+mod elements;
 
 pub struct PerElementLoop;
 
@@ -30,37 +33,72 @@ impl Rule for PerElementLoop {
         let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !analysis::in_step_code(cx.semantic()) && !is_metric_loss(cx.semantic()) {
+        let sem = cx.semantic();
+        let step = analysis::in_step_code(sem) || is_metric_loss(sem);
+        if !step && !analysis::in_update_code(sem) {
             return;
         }
-        let Some(func) = Function::in_class(cx.semantic(), def) else {
+        // Callbacks, metrics, buffers and environments run on the host around the step.
+        if sem
+            .current_class()
+            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases))
+        {
+            return;
+        }
+        let Some(func) = Function::in_class(sem, def) else {
             return;
         };
+        // Host work expected at inference (sampling loops, decoding, action post-processing)
+        // is left to the loop shapes that were always reported there.
+        let training = !analysis::in_inference_code(sem) && !is_validation(sem);
         let mut loops = Vec::new();
         analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
-        let mut hits = Vec::new();
-        for stmt in loops {
+        let mut hits: Vec<(TextRange, String)> = Vec::new();
+        for stmt in &loops {
             if reported.iter().any(|outer| contains(outer, stmt)) {
                 continue;
             }
-            let Some(what) = per_element(cx.semantic(), &func, stmt) else {
+            let Some(what) = per_element(sem, &func, stmt, training) else {
                 continue;
             };
             reported.push(stmt);
-            hits.push((stmt, what));
-        }
-        for (stmt, what) in hits {
-            let header = header_range(stmt);
             let sync = if has_host_sync(stmt) {
                 " with a host sync (`.item()`/`.cpu()`/`.tolist()`) in every iteration"
             } else {
                 ""
             };
+            hits.push((header_range(stmt), format!("{what}{sync}")));
+        }
+        if training {
+            for stmt in &loops {
+                if reported.iter().any(|r| std::ptr::eq(*r, *stmt)) {
+                    continue;
+                }
+                if let Some(range) = elements::item_per_element(sem, &func, stmt) {
+                    hits.push((
+                        range,
+                        "`.item()` on a tensor element in every iteration of a loop over elements, \
+                         a host sync per element"
+                            .to_owned(),
+                    ));
+                }
+            }
+            let inside = |r: TextRange| reported.iter().any(|l| l.range().contains_range(r));
+            for (range, what) in elements::comprehensions(sem, &func) {
+                if !inside(range) {
+                    hits.push((range, what));
+                }
+            }
+            hits.extend(elements::asserts(sem, &func, &loops));
+            hits.extend(elements::tensor_of_device_list(sem, &func));
+        }
+        hits.sort_by_key(|(range, _)| range.start());
+        for (range, what) in hits {
             cx.report(
-                header,
+                range,
                 format!(
-                    "{what}{sync}: each iteration launches small NPU ops and stalls the op queue; \
+                    "{what}: each iteration launches small NPU ops and stalls the op queue; \
                      vectorize it over the batch (see P_VEC.md)"
                 ),
             );
@@ -86,6 +124,9 @@ fn is_metric_loss(sem: &Semantic<'_>) -> bool {
         "xent",
         "entropy",
         "divergence",
+        "softmax",
+        "logps",
+        "logprobs",
     ];
     let Some(f) = sem.current_function() else {
         return false;
@@ -99,17 +140,37 @@ fn is_metric_loss(sem: &Semantic<'_>) -> bool {
         .any(|word| LOSS_WORDS.contains(&word))
 }
 
-/// What kind of per-element loop `stmt` is, as the start of the message.
-fn per_element(sem: &Semantic<'_>, func: &Function<'_>, stmt: &Stmt) -> Option<String> {
+/// Validation and test steps write per-sample results for the evaluation on the host.
+fn is_validation(sem: &Semantic<'_>) -> bool {
+    sem.current_function().is_some_and(|f| {
+        let lower = f.name.to_ascii_lowercase();
+        ["valid", "val_", "test"].iter().any(|w| lower.contains(w))
+    })
+}
+
+/// What kind of per-element loop `stmt` is, as the start of the message. `training` admits
+/// the shapes that are only judged in training code (a batch-named bound, rows of zipped
+/// tensors, values of a `.tolist()`).
+fn per_element(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    stmt: &Stmt,
+    training: bool,
+) -> Option<String> {
     match stmt {
         Stmt::For(f) => {
             let target = match f.target.as_ref() {
                 Expr::Name(n) => Some(n.id.as_str()),
                 _ => None,
             };
+            if elements::walks(sem, func, &f.iter) == elements::Walk::Fixed {
+                return None;
+            }
             if let Some(bound) = range_bound(&f.iter) {
                 let var = target?;
-                if !is_tensor_size(sem, func, bound, 0) || !indexes_with(sem, func, &f.body, var) {
+                let batch = is_tensor_size(sem, func, bound, 0)
+                    || (training && elements::is_batch_count(bound));
+                if !batch || !indexes_with(sem, func, &f.body, var) {
                     return None;
                 }
                 if is_recurrent(&f.body, &[var]) {
@@ -121,14 +182,33 @@ fn per_element(sem: &Semantic<'_>, func: &Function<'_>, stmt: &Stmt) -> Option<S
                     short(bound, &text)
                 ));
             }
+            let mut vars = Vec::new();
+            names_of(&f.target, &mut vars);
             if iterates_tensor(sem, func, &f.iter) {
-                let vars: Vec<&str> = target.into_iter().collect();
-                if is_recurrent(&f.body, &vars) {
+                if is_recurrent(&f.body, &vars) || !uses_rows(&f.body, &vars) {
                     return None;
                 }
                 return Some("Python loop iterates a tensor row by row".to_owned());
             }
-            None
+            if !training || is_recurrent(&f.body, &vars) {
+                return None;
+            }
+            match elements::walks(sem, func, &f.iter) {
+                elements::Walk::Rows => Some(
+                    "Python loop walks the rows of a batch tensor one sample at a time".to_owned(),
+                ),
+                elements::Walk::HostValues
+                    if elements::tensor_work(sem, func, &f.body, &vars)
+                        || elements::pulled_rows(&f.iter) && uses_rows(&f.body, &vars) =>
+                {
+                    Some(
+                        "Python loop over the host values of a tensor (`.tolist()`/`.numpy()`) \
+                         does tensor work per sample"
+                            .to_owned(),
+                    )
+                }
+                _ => None,
+            }
         }
         Stmt::While(w) => {
             if reads_device_tensor(sem, func, &w.test) {
@@ -141,6 +221,26 @@ fn per_element(sem: &Semantic<'_>, func: &Function<'_>, stmt: &Stmt) -> Option<S
         }
         _ => None,
     }
+}
+
+/// The body computes with the loop variables (a call reads one), beyond checking their type.
+fn uses_rows(body: &[Stmt], vars: &[&str]) -> bool {
+    analysis::try_each_expr(body, |e| {
+        let Expr::Call(c) = e else {
+            return std::ops::ControlFlow::Continue(());
+        };
+        // Type checks and the errors they raise do not compute.
+        let checks = matches!(c.func.as_ref(), Expr::Name(n)
+            if matches!(n.id.as_str(), "isinstance" | "len" | "type" | "print" | "str" | "repr" | "id")
+                || n.id.as_str().ends_with("Error")
+                || n.id.as_str().ends_with("Exception"));
+        let reads = vars.iter().any(|v| analysis::reads(e, v));
+        if !checks && reads {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    })
 }
 
 fn short(bound: &Expr, dotted: &str) -> String {
@@ -244,9 +344,18 @@ fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
         return false;
     };
     if let Some(q) = sem.resolve(&c.func) {
+        // Pipes, process groups and per-parameter gradient tuples are not tensors.
         return q.starts_with("torch.")
-            && !q.starts_with("torch.nn")
-            && !q.starts_with("torch.utils");
+            && ![
+                "torch.nn",
+                "torch.utils",
+                "torch.multiprocessing",
+                "torch.distributed",
+                "torch.cuda",
+                "torch.autograd",
+            ]
+            .iter()
+            .any(|p| q.starts_with(p));
     }
     matches!(c.func.as_ref(), Expr::Attribute(a)
         if matches!(a.attr.as_str(), "to" | "float" | "detach" | "clone" | "contiguous" | "cuda" | "npu" | "view" | "reshape"))
@@ -255,7 +364,7 @@ fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
 /// `for row in x` over a tensor, or over `x.unbind(...)` / `torch.unbind(x, ...)`.
 fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
     match iter {
-        Expr::Name(_) => is_tensor_expr(sem, func, iter),
+        Expr::Name(n) => is_tensor_expr(sem, func, iter) && !is_pieces(func, n.id.as_str()),
         Expr::Call(c) => {
             if sem.resolve(&c.func).is_some_and(|q| q == "torch.unbind") {
                 return true;
@@ -264,6 +373,17 @@ fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool
         }
         _ => false,
     }
+}
+
+/// A name bound to the pieces of `split`/`chunk`/`tensor_split` (a few chunks or heads, not
+/// the rows of a batch); a split by the lengths of a `.tolist()` gives the samples.
+fn is_pieces(func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name).iter().any(|(_, v)| {
+        matches!(v, Expr::Call(c)
+            if matches!(crate::analysis::last_name_of(&c.func), "split" | "chunk" | "tensor_split")
+                && !c.args.first().is_some_and(|a| matches!(a, Expr::Call(t)
+                    if crate::analysis::last_name_of(&t.func) == "tolist")))
+    })
 }
 
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,
@@ -345,27 +465,61 @@ fn subscripted_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
     }
 }
 
-/// `name + x`, `x + name`, `name - x` where `x` does not read `name`.
+/// `name + x`, `x + name`, `name - x` where `x` does not read `name` (a product such as
+/// `m = a[i] @ m` is a sequential reduction, not an accumulation).
 fn is_accumulation(value: &Expr, name: &str) -> bool {
     let Expr::BinOp(b) = value else {
         return false;
     };
+    if !matches!(
+        b.op,
+        crate::source::ast::Operator::Add | crate::source::ast::Operator::Sub
+    ) {
+        return false;
+    }
     let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
     (is_name(&b.left) && !analysis::reads(&b.right, name))
         || (is_name(&b.right) && !analysis::reads(&b.left, name))
 }
 
 /// A `while` test that needs a device value on the host: `.item()`, `.any()`, `.all()`, a
-/// torch call, or a local tensor.
+/// torch call, or a local tensor. Shapes, dims and dtypes of a tensor are host values.
 fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> bool {
-    analysis::find_in_expr(test).iter().any(|e| match e {
-        Expr::Call(c) => {
-            sem.resolve(&c.func).is_some_and(|q| q.starts_with("torch."))
-                || matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "item" | "any" | "all"))
+    match test {
+        Expr::Attribute(a) => {
+            !matches!(
+                a.attr.as_str(),
+                "ndim" | "shape" | "dtype" | "device" | "is_cuda"
+            ) && reads_device_tensor(sem, func, &a.value)
         }
-        Expr::Name(n) if matches!(n.ctx, ExprContext::Load) => is_tensor_expr(sem, func, e),
+        Expr::Call(c) => {
+            if let Expr::Attribute(a) = c.func.as_ref() {
+                if matches!(a.attr.as_str(), "dim" | "size" | "numel" | "ndimension") {
+                    return false;
+                }
+                if matches!(a.attr.as_str(), "item" | "any" | "all") {
+                    return true;
+                }
+            }
+            sem.resolve(&c.func)
+                .is_some_and(|q| q.starts_with("torch.") && !q.starts_with("torch.is_"))
+                || c.args.iter().any(|a| reads_device_tensor(sem, func, a))
+        }
+        Expr::Name(n) if matches!(n.ctx, ExprContext::Load) => is_tensor_expr(sem, func, test),
+        Expr::Subscript(s) => reads_device_tensor(sem, func, &s.value),
+        Expr::Compare(c) => {
+            reads_device_tensor(sem, func, &c.left)
+                || c.comparators
+                    .iter()
+                    .any(|e| reads_device_tensor(sem, func, e))
+        }
+        Expr::BoolOp(b) => b.values.iter().any(|e| reads_device_tensor(sem, func, e)),
+        Expr::UnaryOp(u) => reads_device_tensor(sem, func, &u.operand),
+        Expr::BinOp(b) => {
+            reads_device_tensor(sem, func, &b.left) || reads_device_tensor(sem, func, &b.right)
+        }
         _ => false,
-    })
+    }
 }
 
 fn has_host_sync(stmt: &Stmt) -> bool {
