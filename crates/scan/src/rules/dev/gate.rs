@@ -102,6 +102,11 @@ pub(super) fn cuda_only_path(
             _ => None,
         })
         .collect();
+    // `if FLASH_AVAILABLE and x.is_cuda:`: a flag set by a guarded import is false on the NPU,
+    // where the CUDA-only library is not installed.
+    if checked.iter().any(|name| is_availability_flag(name)) {
+        return None;
+    }
     let mut found = None;
     crate::analysis::try_each_expr(body, |expr| {
         if let Expr::Call(call) = expr
@@ -148,6 +153,19 @@ pub(super) fn cuda_optimization(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
             ControlFlow::Continue(())
         }
     })
+}
+
+/// A module flag that says whether an optional library imported (`FLASH_AVAILABLE`,
+/// `HAS_XFORMERS`, `_flash_attn_available`).
+fn is_availability_flag(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.contains("avail")
+        || lower.starts_with("has_")
+        || lower.starts_with("_has_")
+        || (name.len() > 1
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b == b'_' || b.is_ascii_digit()))
 }
 
 /// The CUDA-only path an expression (a conditional expression's branch) takes, if any.

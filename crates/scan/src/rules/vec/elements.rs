@@ -523,7 +523,9 @@ pub(super) fn tensor_of_device_list(
             let values = func.assigned(n.id.as_str());
             values.iter().any(|(_, v)| matches!(v, Expr::List(l) if l.elts.is_empty()))
                 && values.iter().any(|(_, v)| {
-                    matches!(v, Expr::Call(vc) if sem.resolves_with_prefix(&vc.func, "torch."))
+                    // `xs = torch.tensor(xs, device=...)` is the conversion itself, not a value.
+                    !std::ptr::eq(*v, occ.expr)
+                        && matches!(v, Expr::Call(vc) if sem.resolves_with_prefix(&vc.func, "torch."))
                         && analysis::is_device_value(sem, func, v, 0)
                 })
         })
