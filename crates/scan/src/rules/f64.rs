@@ -233,15 +233,7 @@ fn creation_reaches_device(sem: &Semantic<'_>, outer: &[&Expr]) -> bool {
         Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "cuda" | "npu") => return true,
         Some(Expr::Attribute(a)) if a.attr.as_str() == "to" => {
             let cast = outer.len().checked_sub(2).and_then(|j| match outer[j] {
-                Expr::Call(c) => Some(
-                    c.args
-                        .iter()
-                        .chain(c.keywords.iter().map(|k| &k.value))
-                        .any(|v| {
-                            sem.resolve(v)
-                                .is_some_and(|q| q.starts_with("torch.") && !is_float64_name(&q))
-                        }),
-                ),
+                Expr::Call(c) => Some(casts_to_narrower_dtype(sem, c)),
                 _ => None,
             });
             return !cast.unwrap_or(true);
@@ -370,6 +362,17 @@ fn in_cpu_branch(sem: &Semantic<'_>, expr: &Expr) -> bool {
     })
 }
 
+/// `.to(...)`/`.type(...)` is given a torch name other than float64 (`torch.float32`, …).
+fn casts_to_narrower_dtype(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+    call.args
+        .iter()
+        .chain(call.keywords.iter().map(|k| &k.value))
+        .any(|v| {
+            sem.resolve(v)
+                .is_some_and(|q| q.starts_with("torch.") && !is_float64_name(&q))
+        })
+}
+
 /// The tensor is cast right away: `.float()`, `.half()`, `.to(torch.float32)`, ….
 fn converted_at_once(sem: &Semantic<'_>, parent: Option<&Expr>, grand: Option<&Expr>) -> bool {
     let Some(Expr::Attribute(a)) = parent else {
@@ -381,13 +384,7 @@ fn converted_at_once(sem: &Semantic<'_>, parent: Option<&Expr>, grand: Option<&E
             let Some(Expr::Call(c)) = grand else {
                 return false;
             };
-            c.args
-                .iter()
-                .chain(c.keywords.iter().map(|k| &k.value))
-                .any(|v| {
-                    sem.resolve(v)
-                        .is_some_and(|q| q.starts_with("torch.") && !is_float64_name(&q))
-                })
+            casts_to_narrower_dtype(sem, c)
         }
         _ => false,
     }
