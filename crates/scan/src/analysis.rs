@@ -206,15 +206,21 @@ pub fn in_chain_testing_npu(sem: &Semantic<'_>) -> bool {
     })
 }
 
-/// A test that names the NPU: an `npu…` string, or a name or attribute with `npu` as a word.
+/// A test that names the NPU somewhere ([`names_npu`]).
 fn tests_npu(test: &Expr) -> bool {
+    find_in_expr(test).into_iter().any(names_npu)
+}
+
+/// A node that names the NPU: an `npu…` string, or a name or attribute with `npu` as a word
+/// (`npu`, `npu_*`, `torch_npu`, `is_npu_available`; not `inputs`).
+pub fn names_npu(expr: &Expr) -> bool {
     let word = |ident: &str| ident.split('_').any(|w| w.eq_ignore_ascii_case("npu"));
-    find_in_expr(test).iter().any(|e| match e {
+    match expr {
         Expr::Constant(c) => matches!(&c.value, ast::Constant::Str(v) if v.starts_with("npu")),
         Expr::Attribute(a) => word(a.attr.as_str()),
         Expr::Name(n) => word(n.id.as_str()),
         _ => false,
-    })
+    }
 }
 
 /// When `stmt` is the first statement of a function body, that function's definition.

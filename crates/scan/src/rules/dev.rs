@@ -100,8 +100,10 @@ impl Rule for DeviceAssumption {
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         let message = match expr {
-            Expr::Compare(_) if gates_cuda_only_path(cx.semantic(), expr) => None,
-            Expr::Compare(cmp) => compare(cmp),
+            // The exemption walks the enclosing `if`: only for comparisons that would report.
+            Expr::Compare(cmp) => {
+                compare(cmp).filter(|_| !gates_cuda_only_path(cx.semantic(), expr))
+            }
             Expr::IfExp(e) => {
                 if let Some((check, negated)) = gate::remapped_check(cx.semantic(), &e.test) {
                     let branch = if negated { &e.orelse } else { &e.body };
@@ -374,15 +376,7 @@ fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
     }
     // Rare: only helpers that check two backends get here.
     let mentions_npu = crate::analysis::try_each_expr(body, |expr| {
-        let npu = match expr {
-            Expr::Attribute(a) => names_npu(a.attr.as_str()),
-            Expr::Name(n) => names_npu(n.id.as_str()),
-            Expr::Constant(c) => {
-                matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu"))
-            }
-            _ => false,
-        };
-        if npu {
+        if crate::analysis::names_npu(expr) {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
@@ -409,13 +403,6 @@ fn checked_backend(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<&'static 
             .find(|(f, _)| sem.resolves_to(func, f)),
     };
     found.map(|(_, backend)| *backend)
-}
-
-/// `npu`, `npu_*`, `torch_npu`, `is_npu_available`: a name about the NPU (not `inputs`).
-fn names_npu(ident: &str) -> bool {
-    ident
-        .split('_')
-        .any(|word| word.eq_ignore_ascii_case("npu"))
 }
 
 /// The `def` keyword of a function definition (after its decorators), where the issue goes.
