@@ -19,11 +19,24 @@ const LOCK_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Read and validate an `issues.json`.
 pub fn load(path: &Path) -> Result<IssuesFile> {
+    snapshot(path).map(|snapshot| snapshot.file)
+}
+
+/// A loaded `issues.json` with the bytes it was parsed from, so that [`update_from`] need not
+/// parse the file again when it is unchanged by the time the lock is held.
+pub struct Snapshot {
+    bytes: Vec<u8>,
+    pub file: IssuesFile,
+}
+
+/// Read and validate an `issues.json`, keeping its bytes (see [`Snapshot`]).
+pub fn snapshot(path: &Path) -> Result<Snapshot> {
     let bytes = fs::read(path).map_err(|source| Error::Read {
         path: path.to_owned(),
         source,
     })?;
-    parse(path, &bytes)
+    let file = parse(path, &bytes)?;
+    Ok(Snapshot { bytes, file })
 }
 
 /// Parse and validate the bytes of an `issues.json`; `path` is only used in errors.
@@ -144,14 +157,25 @@ pub fn update<T>(
     path: &Path,
     change: impl FnOnce(Option<IssuesFile>) -> Result<(Option<IssuesFile>, T)>,
 ) -> Result<T> {
+    update_from(path, None, change)
+}
+
+/// [`update`], given what an earlier unlocked read saw: when the file under the lock still has
+/// exactly those bytes, `change` gets that parse instead of a new one.
+pub fn update_from<T>(
+    path: &Path,
+    seen: Option<Snapshot>,
+    change: impl FnOnce(Option<IssuesFile>) -> Result<(Option<IssuesFile>, T)>,
+) -> Result<T> {
     let path = resolve(path);
     let path = path.as_path();
     let _lock = Lock::acquire(path)?;
     let original = read_if_there(path)?;
-    let loaded = original
-        .as_deref()
-        .map(|bytes| parse(path, bytes))
-        .transpose()?;
+    let loaded = match (original.as_deref(), seen) {
+        (Some(bytes), Some(seen)) if seen.bytes == bytes => Some(seen.file),
+        (Some(bytes), _) => Some(parse(path, bytes)?),
+        (None, _) => None,
+    };
     let (new, value) = change(loaded)?;
     if let Some(new) = new {
         let contents = to_json(&new);
@@ -229,11 +253,9 @@ fn write_atomic(path: &Path, contents: &[u8], ready: impl FnOnce() -> Result<()>
     }
     tmp.as_file().sync_all().map_err(write_err)?;
     ready()?;
+    // The data is on disk before the rename, so a crash leaves the old file or the new one,
+    // never a mix.
     tmp.persist(path).map_err(|e| write_err(e.error))?;
-    // Make the rename itself durable; a failure here loses nothing already written.
-    if let Ok(dir) = File::open(&dir) {
-        let _ = dir.sync_all();
-    }
     Ok(())
 }
 

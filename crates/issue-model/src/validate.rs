@@ -331,6 +331,10 @@ fn line_column(bytes: &[u8], offset: usize) -> (usize, usize) {
 mod tests {
     use super::*;
 
+    fn issue(index: usize, key: &'static str) -> Place {
+        Place::Issue { index, key }
+    }
+
     const TEXT: &str = r#"{
   "schema_version": 1,
   "scanned_at": "x",
@@ -352,49 +356,19 @@ mod tests {
 
     #[test]
     fn locates_issue_keys_past_strings_and_nested_objects() {
-        let offset = locate(
-            TEXT.as_bytes(),
-            Place::Issue {
-                index: 1,
-                key: "id",
-            },
-        );
+        let offset = locate(TEXT.as_bytes(), issue(1, "id"));
         assert_eq!(line_column(TEXT.as_bytes(), offset), (8, 7));
-        let offset = locate(
-            TEXT.as_bytes(),
-            Place::Issue {
-                index: 1,
-                key: "line",
-            },
-        );
+        let offset = locate(TEXT.as_bytes(), issue(1, "line"));
         assert_eq!(line_column(TEXT.as_bytes(), offset), (9, 7));
-        let offset = locate(
-            TEXT.as_bytes(),
-            Place::Issue {
-                index: 0,
-                key: "id",
-            },
-        );
+        let offset = locate(TEXT.as_bytes(), issue(0, "id"));
         assert_eq!(line_column(TEXT.as_bytes(), offset), (5, 6));
     }
 
     #[test]
     fn falls_back_to_the_issue_then_the_file() {
-        let offset = locate(
-            TEXT.as_bytes(),
-            Place::Issue {
-                index: 1,
-                key: "reason",
-            },
-        );
+        let offset = locate(TEXT.as_bytes(), issue(1, "reason"));
         assert_eq!(line_column(TEXT.as_bytes(), offset), (6, 5));
-        let offset = locate(
-            TEXT.as_bytes(),
-            Place::Issue {
-                index: 7,
-                key: "id",
-            },
-        );
+        let offset = locate(TEXT.as_bytes(), issue(7, "id"));
         assert_eq!(offset, 0);
     }
 

@@ -1,7 +1,7 @@
 //! Bad input never crashes and never damages the file: each case gets a clear error naming the
 //! file, and the bytes on disk are identical afterwards.
 
-use issue_model::{Error, IssuesFile, Status, load, parse, to_json, update};
+use issue_model::{Error, IssuesFile, Status, load, parse, snapshot, to_json, update, update_from};
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -182,6 +182,44 @@ fn file_edited_during_an_update_is_not_overwritten() {
         "{error:?}"
     );
     assert_eq!(fs::read_to_string(&path).unwrap_or_default(), edited);
+}
+
+#[test]
+fn an_update_after_an_unlocked_read_sees_the_file_as_it_is_under_the_lock() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let path = write(dir.path(), FULL);
+    let seen = snapshot(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(seen.file.issues[0].status, Status::Pending);
+    // Another process marks issue 0 between the unlocked read and the update.
+    update(&path, |file| {
+        let mut file = file.unwrap_or_else(|| panic!("the file exists"));
+        file.issues[0].status = Status::Skipped;
+        file.issues[0].reason = Some("not ours".to_owned());
+        Ok((Some(file), ()))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    update_from(&path, Some(seen), |file| {
+        let mut file = file.unwrap_or_else(|| panic!("the file exists"));
+        assert_eq!(
+            file.issues[0].status,
+            Status::Skipped,
+            "a stale parse was used"
+        );
+        file.issues[2].status = Status::Fixed;
+        Ok((Some(file), ()))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
+    let after = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(after.issues[0].status, Status::Skipped);
+    assert_eq!(after.issues[2].status, Status::Fixed);
+    // Unchanged bytes: the earlier parse is the file.
+    let seen = snapshot(&path).unwrap_or_else(|e| panic!("{e}"));
+    update_from(&path, Some(seen), |file| {
+        let file = file.unwrap_or_else(|| panic!("the file exists"));
+        assert_eq!(file.issues[2].status, Status::Fixed);
+        Ok((None, ()))
+    })
+    .unwrap_or_else(|e| panic!("{e}"));
 }
 
 /// Each rule of the format beyond serde, with the line and column it is reported at.

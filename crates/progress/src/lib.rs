@@ -111,7 +111,12 @@ fn shell_word(text: &str) -> String {
 
 /// Load `path`, saying how to create it when it does not exist.
 pub(crate) fn load(path: &Path) -> Result<IssuesFile> {
-    match issue_model::load(path) {
+    Ok(snapshot(path)?.file)
+}
+
+/// [`load`], keeping the bytes for a later locked update.
+pub(crate) fn snapshot(path: &Path) -> Result<issue_model::Snapshot> {
+    match issue_model::snapshot(path) {
         Err(issue_model::Error::Read { source, .. })
             if source.kind() == std::io::ErrorKind::NotFound =>
         {

@@ -11,7 +11,7 @@ use crate::recheck::{self, Recheck};
 use crate::render;
 use crate::select::find;
 use crate::{Ctx, Error, Exit, Result};
-use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status};
+use issue_model::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Snapshot, Status};
 use serde::Serialize;
 use std::fmt::Write as _;
 use std::path::Path;
@@ -37,12 +37,14 @@ struct Change {
 
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     let mut note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
+    let mut seen = None;
     if ctx.args.force {
         let forced = "marked fixed with --force";
         note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
     } else {
-        let file = ctx.load()?;
-        let issue = &file.issues[find(&file, ctx.path, typed)?];
+        let snapshot = crate::snapshot(ctx.path)?;
+        let file = &snapshot.file;
+        let issue = &file.issues[find(file, ctx.path, typed)?];
         if issue.status != Status::Fixed {
             match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
                 Recheck::Gone => {}
@@ -55,8 +57,9 @@ pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
                 }
             }
         }
+        seen = Some(snapshot);
     }
-    let marked = apply(ctx.path, typed, Status::Fixed, |_| {
+    let marked = apply(ctx.path, seen, typed, Status::Fixed, |_| {
         Ok(Change {
             status: Status::Fixed,
             reason: note.clone(),
@@ -76,7 +79,7 @@ pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         .filter(|r| !r.is_empty())
         .map(str::to_owned);
     let path = ctx.path;
-    let marked = apply(path, typed, Status::Skipped, |issue| {
+    let marked = apply(path, None, typed, Status::Skipped, |issue| {
         let Some(reason) = reason else {
             return Err(Error::SkipWithoutReason {
                 id: issue.id.clone(),
@@ -105,7 +108,7 @@ pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
 
 pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     let note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    let marked = apply(ctx.path, typed, Status::Pending, |_| {
+    let marked = apply(ctx.path, None, typed, Status::Pending, |_| {
         Ok(Change {
             status: Status::Pending,
             reason: None,
@@ -118,8 +121,10 @@ pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
 
 /// Under the lock, on the file as it is now: find issue `typed`; unless it is already `target`
 /// (for a skip: with the same reason), let `change` say what to do, and write the change.
+/// `seen` is the file as an earlier unlocked read found it, if there was one.
 fn apply(
     path: &Path,
+    seen: Option<Snapshot>,
     typed: &str,
     target: Status,
     change: impl FnOnce(&Issue) -> Result<Change>,
@@ -131,7 +136,7 @@ fn apply(
         });
     }
     let now = issue_model::now_rfc3339();
-    let updated = issue_model::update(path, |file| {
+    let updated = issue_model::update_from(path, seen, |file| {
         let Some(mut file) = file else {
             let missing = Error::Missing {
                 path: path.to_owned(),

@@ -1,50 +1,41 @@
-//! The one visitor: walks a parsed file once, keeps the semantic model current, has the
-//! file's facts recorded ([`crate::facts`]) and calls every enabled rule's hooks.
+//! The context a rule's Python hooks get ([`Checker`]): the file, the semantic model kept
+//! current by the walk ([`crate::visit`]), the file's facts, and where findings go.
 
 use crate::facts::{At, FactRecorder, FileFacts};
 use crate::finding::locate;
 pub use crate::finding::{Finding, SourceFile};
-use crate::rules::RuleInfo;
-use crate::semantic::{self, ImportGuard, Semantic};
+use crate::semantic::Semantic;
 use crate::source::TextRange;
-use crate::source::ast::{self, Expr, Ranged, Stmt};
-use crate::walk::{self, Visitor};
 use issue_model::Related;
 
 /// The context a rule's Python hooks get: the file, the semantic model, and where to report.
 pub struct Checker<'a> {
-    file: SourceFile<'a>,
-    semantic: Semantic<'a>,
-    rules: &'a [&'static RuleInfo],
+    pub(crate) file: SourceFile<'a>,
+    pub(crate) semantic: Semantic<'a>,
     current: &'static str,
     findings: Vec<Finding>,
-    facts: FactRecorder,
+    pub(crate) facts: FactRecorder,
 }
 
 impl<'a> Checker<'a> {
-    pub(crate) fn new(file: SourceFile<'a>, rules: &'a [&'static RuleInfo]) -> Checker<'a> {
+    pub(crate) fn new(file: SourceFile<'a>) -> Checker<'a> {
         let facts = FactRecorder::new(file.path);
         Checker {
             semantic: Semantic::new(file.path),
             file,
-            rules,
             current: "",
             findings: Vec::new(),
             facts,
         }
     }
 
-    /// Walk `body` once, calling every rule's hooks; returns the findings and the file's facts.
-    pub(crate) fn run(mut self, body: &'a [Stmt]) -> (Vec<Finding>, FileFacts) {
-        walk::take_truncated();
-        self.semantic.prebind_module(body);
-        self.visit_body(body);
-        let rules = self.rules;
-        for rule in rules {
-            self.current = rule.id;
-            rule.check.file_end(&mut self, body);
-        }
-        let too_deep = walk::take_truncated();
+    /// Findings reported from now on are the rule `id`'s.
+    pub(crate) fn set_rule(&mut self, id: &'static str) {
+        self.current = id;
+    }
+
+    /// The findings and the file's facts (`too_deep`: the walk stopped at a nesting limit).
+    pub(crate) fn finish(self, too_deep: bool) -> (Vec<Finding>, FileFacts) {
         (self.findings, self.facts.finish(too_deep))
     }
 
@@ -124,376 +115,5 @@ impl<'a> Checker<'a> {
     pub fn note(&mut self, key: &'static str, range: TextRange, note: impl Into<String>) {
         let site = At::new(&self.file, &self.semantic).site(range, note.into());
         self.facts.note(key, site);
-    }
-
-    fn dispatch_stmt(&mut self, stmt: &'a Stmt) {
-        let rules = self.rules;
-        for rule in rules {
-            self.current = rule.id;
-            rule.check.stmt(self, stmt);
-        }
-    }
-
-    fn dispatch_expr(&mut self, expr: &'a Expr) {
-        let rules = self.rules;
-        for rule in rules {
-            self.current = rule.id;
-            rule.check.expr(self, expr);
-        }
-    }
-
-    fn visit_function(
-        &mut self,
-        stmt: &'a Stmt,
-        name: &str,
-        decorators: &'a [Expr],
-        args: &'a ast::Arguments,
-        returns: Option<&'a Expr>,
-        body: &'a [Stmt],
-    ) {
-        for d in decorators {
-            self.visit_expr(d);
-        }
-        self.facts
-            .decorators(At::new(&self.file, &self.semantic), name, decorators);
-        self.visit_arguments(args);
-        if let Some(r) = returns {
-            self.visit_expr(r);
-        }
-        self.semantic.push_function(name, args, body, stmt.range());
-        self.visit_body(body);
-        self.semantic.pop_scope();
-    }
-}
-
-impl<'a> Visitor<'a> for Checker<'a> {
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        self.dispatch_stmt(stmt);
-        self.facts.stmt(stmt);
-        self.semantic.push_stmt(stmt);
-        match stmt {
-            Stmt::Import(_) | Stmt::ImportFrom(_) => {
-                self.semantic.bind_import(stmt);
-                self.facts.import(At::new(&self.file, &self.semantic), stmt);
-            }
-            Stmt::FunctionDef(f) => {
-                self.visit_function(
-                    stmt,
-                    f.name.as_str(),
-                    &f.decorator_list,
-                    &f.args,
-                    f.returns.as_deref(),
-                    &f.body,
-                );
-            }
-            Stmt::AsyncFunctionDef(f) => {
-                self.visit_function(
-                    stmt,
-                    f.name.as_str(),
-                    &f.decorator_list,
-                    &f.args,
-                    f.returns.as_deref(),
-                    &f.body,
-                );
-            }
-            Stmt::ClassDef(c) => {
-                for d in &c.decorator_list {
-                    self.visit_expr(d);
-                }
-                for b in &c.bases {
-                    self.visit_expr(b);
-                }
-                for k in &c.keywords {
-                    self.visit_keyword(k);
-                }
-                self.semantic.push_class(c);
-                self.visit_body(&c.body);
-                self.semantic.pop_scope();
-            }
-            Stmt::If(s) if semantic::is_main_guard_test(&s.test) => {
-                self.visit_expr(&s.test);
-                if self.semantic.scopes().len() == 1 {
-                    self.facts
-                        .main_guard(At::new(&self.file, &self.semantic), stmt, s);
-                }
-                self.semantic.enter_main_guard();
-                self.visit_body(&s.body);
-                self.semantic.exit_main_guard();
-                self.visit_body(&s.orelse);
-            }
-            Stmt::Try(t) if semantic::catches_import_error(&t.handlers) => {
-                self.semantic.enter_import_guard(ImportGuard {
-                    stmt: t,
-                    reraises: semantic::import_handler_reraises(&t.handlers),
-                });
-                self.visit_body(&t.body);
-                self.semantic.exit_import_guard();
-                for h in &t.handlers {
-                    self.visit_except_handler(h);
-                }
-                self.visit_body(&t.orelse);
-                self.visit_body(&t.finalbody);
-            }
-            _ => walk::walk_stmt(self, stmt),
-        }
-        self.semantic.pop_stmt();
-    }
-
-    fn visit_expr(&mut self, expr: &'a Expr) {
-        self.dispatch_expr(expr);
-        if let Expr::Call(call) = expr {
-            self.facts
-                .call(At::new(&self.file, &self.semantic), call, expr.range());
-        }
-        self.semantic.push_expr(expr);
-        walk::walk_expr(self, expr);
-        self.semantic.pop_expr();
-    }
-}
-
-/// Parse `text` as the file `path` and run `rules` over it.
-#[cfg(test)]
-pub(crate) fn check_text(
-    rules: &[&'static RuleInfo],
-    path: &str,
-    text: &str,
-) -> (Vec<Finding>, FileFacts) {
-    let parsed = crate::source::parse(text, path).unwrap();
-    let index = crate::source::LineIndex::new(text);
-    let file = SourceFile {
-        path,
-        text,
-        index: &index,
-    };
-    Checker::new(file, rules).run(&parsed.body)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::rules::Rule;
-    use issue_model::{Category, Severity};
-
-    /// Reports what the semantic model knows at every call and import.
-    struct Probe;
-
-    impl Rule for Probe {
-        fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-            if matches!(stmt, Stmt::Import(_) | Stmt::ImportFrom(_)) {
-                let guard = cx.semantic().import_guard().map(|g| g.reraises);
-                cx.report(stmt.range(), format!("import guard={guard:?}"));
-            }
-        }
-        fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
-            let Expr::Call(call) = expr else { return };
-            let s = cx.semantic();
-            let message = format!(
-                "{} fwd={} dev={} loss_or_step={} main={}",
-                s.resolve(&call.func).unwrap_or_else(|| "?".to_owned()),
-                s.in_forward(),
-                s.in_device_code(),
-                s.in_training_or_loss(),
-                s.in_main_guard(),
-            );
-            cx.report(expr.range(), message);
-        }
-    }
-
-    static PROBE: RuleInfo = RuleInfo {
-        id: "P_TEST",
-        name: "probe",
-        category: Category::Structure,
-        severity: Severity::Info,
-        performance: false,
-        project_level: false,
-        fix_template: "references/fix-templates/P_TEST.md",
-        summary: "",
-        doc: "",
-        check: &Probe,
-    };
-
-    const SOURCE: &str = r#"import torch as th
-from torch import randn as rn
-from flash_attn import flash_attn_func
-from .heads import ActionHead
-from ..utils import helpers
-import torch.nn.functional as F
-from torch import nn
-
-try:
-    from flash_attn import flash_attn_varlen_func
-except ImportError:
-    flash_attn_varlen_func = None
-
-try:
-    import xformers.ops
-except ImportError as e:
-    raise RuntimeError("need xformers") from e
-
-
-class Policy(nn.Module):
-    def forward(self, x):
-        noise = rn(3)
-        idx = th.arange(4)
-        idx = idx.to(x.device)
-        z = th.zeros(2, device=x.device)
-        return flash_attn_func(x)
-
-
-class Helper:
-    def run(self):
-        return th.ones(1)
-
-
-def compute_loss(pred):
-    return F.mse_loss(pred, pred)
-
-
-def training_step(batch):
-    return helpers.go(batch)
-
-
-if __name__ == "__main__":
-    ActionHead()
-"#;
-
-    fn probe(path: &str, text: &str) -> (Vec<Finding>, FileFacts) {
-        check_text(&[&PROBE], path, text)
-    }
-
-    fn at(findings: &[Finding], line: u32) -> Vec<(&str, Option<&str>)> {
-        findings
-            .iter()
-            .filter(|f| f.line == line)
-            .map(|f| (f.message.as_str(), f.symbol.as_deref()))
-            .collect()
-    }
-
-    #[test]
-    fn semantic_model_at_each_call() {
-        let (findings, facts) = probe("pkg/models/policy.py", SOURCE);
-        assert_eq!(at(&findings, 2), [("import guard=None", None)]);
-        assert_eq!(at(&findings, 10), [("import guard=Some(false)", None)]);
-        assert_eq!(at(&findings, 15), [("import guard=Some(true)", None)]);
-        assert_eq!(
-            at(&findings, 22),
-            [(
-                "torch.randn fwd=true dev=true loss_or_step=false main=false",
-                Some("Policy.forward")
-            )]
-        );
-        assert_eq!(
-            at(&findings, 26),
-            [(
-                "flash_attn.flash_attn_func fwd=true dev=true loss_or_step=false main=false",
-                Some("Policy.forward")
-            )]
-        );
-        assert_eq!(
-            at(&findings, 31),
-            [(
-                "torch.ones fwd=false dev=false loss_or_step=false main=false",
-                Some("Helper.run")
-            )]
-        );
-        assert_eq!(
-            at(&findings, 35),
-            [(
-                "torch.nn.functional.mse_loss fwd=false dev=true loss_or_step=true main=false",
-                Some("compute_loss")
-            )]
-        );
-        assert_eq!(
-            at(&findings, 39),
-            [(
-                "pkg.utils.helpers.go fwd=false dev=true loss_or_step=true main=false",
-                Some("training_step")
-            )]
-        );
-        assert_eq!(
-            at(&findings, 43),
-            [(
-                "pkg.models.heads.ActionHead fwd=false dev=false loss_or_step=false main=true",
-                None
-            )]
-        );
-        assert!(facts.uses_torch);
-        assert!(!facts.sets_up_npu);
-        assert_eq!(facts.entry_markers.len(), 1);
-        assert_eq!(facts.entry_markers[0].site.line, 42);
-        assert_eq!(
-            facts.entry_markers[0].function.as_deref(),
-            Some("ActionHead")
-        );
-        assert!(
-            facts
-                .imports
-                .iter()
-                .any(|i| i.candidates == ["pkg.models.heads.ActionHead", "pkg.models.heads"])
-        );
-    }
-
-    /// Reports the local facts of every name loaded in a `return`.
-    struct Locals;
-
-    impl Rule for Locals {
-        fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-            let Stmt::Return(r) = stmt else { return };
-            let Some(Expr::Tuple(t)) = r.value.as_deref() else {
-                return;
-            };
-            for elt in &t.elts {
-                let Expr::Name(n) = elt else { continue };
-                let locals = cx.semantic().locals();
-                let name = n.id.as_str();
-                let first = locals.assignments(name).first().map(|a| a.range.start());
-                let message = format!(
-                    "{name} on_device={} moved_after_first={} call={:?}",
-                    locals.assigned_on_device(name),
-                    first.is_some_and(|o| locals.moved_after(name, o)),
-                    locals
-                        .assignments(name)
-                        .first()
-                        .and_then(|a| a.call.clone()),
-                );
-                cx.report(elt.range(), message);
-            }
-        }
-    }
-
-    static LOCALS: RuleInfo = RuleInfo {
-        id: "P_TEST",
-        name: "locals",
-        category: Category::Structure,
-        severity: Severity::Info,
-        performance: false,
-        project_level: false,
-        fix_template: "references/fix-templates/P_TEST.md",
-        summary: "",
-        doc: "",
-        check: &Locals,
-    };
-
-    #[test]
-    fn local_facts() {
-        let text = "import torch\n\
-            def f(x):\n    \
-                a = torch.arange(4)\n    \
-                a = a.to(x.device)\n    \
-                b = torch.zeros(2, device=x.device)\n    \
-                c = torch.randn(3)\n    \
-                d = torch.full((2,), 1.0).to(x.device)\n    \
-                return (a, b, c, d)\n";
-        let (findings, _) = check_text(&[&LOCALS], "m.py", text);
-        let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
-        assert_eq!(
-            messages,
-            [
-                "a on_device=true moved_after_first=true call=Some(\"torch.arange\")",
-                "b on_device=true moved_after_first=false call=Some(\"torch.zeros\")",
-                "c on_device=false moved_after_first=false call=Some(\"torch.randn\")",
-                "d on_device=true moved_after_first=false call=Some(\"torch.full\")",
-            ]
-        );
     }
 }

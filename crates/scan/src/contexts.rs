@@ -3,7 +3,6 @@
 use crate::facts::Site;
 use crate::finding::{Finding, SourceFile, locate};
 use crate::project::Project;
-use crate::rules::RuleInfo;
 use crate::source::{TextRange, TextSize};
 
 /// The context of a rule's [`crate::rules::Rule::config`] hook: one YAML/JSON/TOML file.
@@ -22,11 +21,12 @@ impl<'a> ConfigChecker<'a> {
         }
     }
 
-    pub(crate) fn run(mut self, rules: &[&'static RuleInfo]) -> Vec<Finding> {
-        for rule in rules {
-            self.current = rule.id;
-            rule.check.config(&mut self);
-        }
+    /// Findings reported from now on are the rule `id`'s.
+    pub(crate) fn set_rule(&mut self, id: &'static str) {
+        self.current = id;
+    }
+
+    pub(crate) fn finish(self) -> Vec<Finding> {
         self.findings
     }
 
@@ -105,11 +105,12 @@ impl<'a> ProjectChecker<'a> {
         }
     }
 
-    pub(crate) fn run(mut self, rules: &[&'static RuleInfo]) -> Vec<Finding> {
-        for rule in rules {
-            self.current = rule.id;
-            rule.check.project(&mut self);
-        }
+    /// Findings reported from now on are the rule `id`'s.
+    pub(crate) fn set_rule(&mut self, id: &'static str) {
+        self.current = id;
+    }
+
+    pub(crate) fn finish(self) -> Vec<Finding> {
         self.findings
     }
 

@@ -1,7 +1,6 @@
 //! The scan pipeline: walk, check every file on worker threads with large stacks, run the
 //! project-level hooks, apply suppressions and turn findings into issues.
 
-use crate::checker::Checker;
 use crate::contexts::{ConfigChecker, ProjectChecker};
 use crate::facts::FileFacts;
 use crate::files::{self, FileEntry, FileKind};
@@ -10,6 +9,7 @@ use crate::project::Project;
 use crate::rules::{self, RuleInfo};
 use crate::source::{self, LineIndex, TextSize};
 use crate::suppress::Suppressions;
+use crate::visit;
 use crate::{Error, Result, ScanResult, Settings, Stats, WALK_STACK_SIZE};
 use issue_model::{Issue, Status, Unparsed};
 use std::collections::{BTreeSet, HashMap};
@@ -187,7 +187,7 @@ fn run_entries(
     }
     stats.cuda_sources = cuda_sources.len();
     let project = Project::new(facts, cuda_sources, config_files);
-    findings.extend(ProjectChecker::new(&project).run(rules));
+    findings.extend(visit::check_project(ProjectChecker::new(&project), rules));
 
     let before = findings.len();
     findings.retain(|f| {
@@ -403,7 +403,7 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
                     }),
                 |id| rules::get(id).is_some(),
             );
-            let (findings, facts) = Checker::new(file, rules).run(&parsed.body);
+            let (findings, facts) = visit::check_python(file, rules, &parsed.body);
             if facts.too_deep {
                 outcome.warnings.push(format!(
                     "{}: expressions nested deeper than {} levels were not checked",
@@ -456,7 +456,7 @@ fn check_config(entry: &FileEntry, rules: &[&'static RuleInfo]) -> Outcome {
         text,
         index: &index,
     };
-    let findings = ConfigChecker::new(file).run(rules);
+    let findings = visit::check_config(ConfigChecker::new(file), rules);
     Outcome {
         findings,
         suppressions: Suppressions::parse_config_text(text, |id| rules::get(id).is_some()),

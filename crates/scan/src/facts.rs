@@ -502,7 +502,7 @@ fn keyword_str(call: &ast::ExprCall, name: &str) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use crate::checker::check_text;
+    use crate::visit::check_text;
 
     fn facts(text: &str) -> super::FileFacts {
         check_text(&[], "train.py", text).1

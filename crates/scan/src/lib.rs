@@ -42,6 +42,7 @@ pub mod rules;
 pub mod semantic;
 pub mod source;
 pub mod suppress;
+mod visit;
 pub mod walk;
 
 pub use facts::FileFacts;

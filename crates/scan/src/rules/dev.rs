@@ -435,6 +435,6 @@ mod tests {
                 return \"cpu\"\n\
             def other():\n    \
                 return cuda_ok()\n";
-        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [4]);
+        assert_eq!(crate::visit::reported_lines(&RULE, "m.py", text), [4]);
     }
 }

@@ -527,6 +527,6 @@ mod tests {
             class Data:\n    \
                 def __getitem__(self, i):\n        \
                     return fnp(np.zeros(3))\n";
-        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [5]);
+        assert_eq!(crate::visit::reported_lines(&RULE, "m.py", text), [5]);
     }
 }

@@ -123,13 +123,6 @@ pub fn get(id: &str) -> Option<&'static RuleInfo> {
 /// The id used for files that cannot be parsed.
 pub const SYNTAX_ERROR: &str = "P_SYN";
 
-/// The lines `rule` reports in the file `path` with the source `text`.
-#[cfg(test)]
-pub(crate) fn reported_lines(rule: &'static RuleInfo, path: &str, text: &str) -> Vec<u32> {
-    let (findings, _) = crate::checker::check_text(&[rule], path, text);
-    findings.iter().map(|f| f.line).collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

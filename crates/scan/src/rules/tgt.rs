@@ -508,6 +508,6 @@ mod tests {
             class Policy(torch.nn.Module):\n    \
                 def forward(self, x):\n        \
                     return x + to_t(x.cpu().numpy())\n";
-        assert_eq!(super::super::reported_lines(&RULE, "m.py", text), [5]);
+        assert_eq!(crate::visit::reported_lines(&RULE, "m.py", text), [5]);
     }
 }
