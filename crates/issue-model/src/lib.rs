@@ -19,7 +19,9 @@ pub use error::{Error, Result};
 pub use ids::{fingerprint, normalize_snippet, short_id};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
-pub use store::{Snapshot, load, lock_path, parse, save, snapshot, to_json, update, update_from};
+pub use store::{
+    Snapshot, load, lock_path, parse, save, snapshot, to_json, update, update_from, write_atomic,
+};
 pub use timing::time_spent;
 
 /// The current time as RFC 3339 (UTC, whole seconds), the format of every timestamp in the file.

@@ -121,6 +121,9 @@ pub struct Issue {
     pub related: Vec<Related>,
     /// e.g. `references/fix-templates/P_RND.md`.
     pub fix_template: String,
+    /// The automatic fix (`npu-scan --fix`), when the rule has one for this finding.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<Fix>,
     /// Line-independent fingerprint; see [`crate::fingerprint`].
     pub fingerprint: String,
     pub status: Status,
@@ -128,6 +131,50 @@ pub struct Issue {
     pub reason: Option<String>,
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+}
+
+/// An automatic fix: edits of the issue's file, as it was when it was scanned.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fix {
+    pub applicability: Applicability,
+    /// What the fix does, e.g. "replace `cuda` with `npu`".
+    pub message: String,
+    /// The first 16 hex digits of the SHA-256 of the file's text the edits were made for; a file
+    /// whose text no longer has it is not edited.
+    pub source_hash: String,
+    /// Non-overlapping, in order.
+    pub edits: Vec<Edit>,
+}
+
+/// Whether `npu-scan --fix` applies a fix.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Applicability {
+    /// The code keeps working where it worked (CUDA) and works on the NPU: applied by `--fix`.
+    Safe,
+    /// It changes what the code does (precision, speed, which kernel runs): applied only with
+    /// `--unsafe-fixes`.
+    Unsafe,
+}
+
+impl Applicability {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Applicability::Safe => "safe",
+            Applicability::Unsafe => "unsafe",
+        }
+    }
+}
+
+/// Replace the bytes `start..end` of the file's text (UTF-8, without a byte order mark) with
+/// `content`; `start == end` inserts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Edit {
+    pub start: u32,
+    pub end: u32,
+    pub content: String,
 }
 
 /// Another place the same fix covers.

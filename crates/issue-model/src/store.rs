@@ -217,9 +217,14 @@ fn resolve(path: &Path) -> PathBuf {
 }
 
 /// Write `contents` to a temporary file in the same directory, flush it to disk and rename it
-/// over `path`. `ready` runs just before the rename and can still stop it with an error (the
-/// temporary file is then removed).
-fn write_atomic(path: &Path, contents: &[u8], ready: impl FnOnce() -> Result<()>) -> Result<()> {
+/// over `path`, keeping the file's permissions. `ready` runs just before the rename and can
+/// still stop it with an error (the temporary file is then removed). A read-only file is
+/// refused.
+pub fn write_atomic(
+    path: &Path,
+    contents: &[u8],
+    ready: impl FnOnce() -> Result<()>,
+) -> Result<()> {
     let permissions = match fs::metadata(path) {
         Ok(meta) if meta.permissions().readonly() => {
             return Err(Error::ReadOnly {
@@ -235,7 +240,10 @@ fn write_atomic(path: &Path, contents: &[u8], ready: impl FnOnce() -> Result<()>
         source,
     };
     let mut builder = tempfile::Builder::new();
-    builder.prefix(".issues.json.").suffix(".tmp");
+    let mut prefix = std::ffi::OsString::from(".");
+    prefix.push(path.file_name().unwrap_or_default());
+    prefix.push(".");
+    builder.prefix(&prefix).suffix(".tmp");
     #[cfg(unix)]
     if permissions.is_none() {
         // A new file gets the mode any new file gets (read-write for all, less the umask),

@@ -124,6 +124,22 @@ fn problems(file: &IssuesFile) -> Vec<Problem> {
             );
         }
         check_position(issue, &who, &mut at);
+        if let Some(fix) = &issue.fix {
+            let mut end = 0;
+            for edit in &fix.edits {
+                if edit.start > edit.end || edit.start < end {
+                    at(
+                        "fix",
+                        format!(
+                            "{who} has a fix whose edits are reversed or overlap (at bytes {}..{})",
+                            edit.start, edit.end
+                        ),
+                    );
+                    break;
+                }
+                end = edit.end;
+            }
+        }
         if issue.status == Status::Skipped && issue.reason.as_deref().is_none_or(is_blank) {
             let key = if issue.reason.is_some() {
                 "reason"

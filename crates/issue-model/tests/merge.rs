@@ -27,6 +27,7 @@ fn issue(pattern: &str, file: &str, snippet: &str, line: u32) -> Issue {
         snippet: snippet.to_owned(),
         related: vec![],
         fix_template: format!("references/fix-templates/{pattern}.md"),
+        fix: None,
         fingerprint: fp,
         status: Status::Pending,
         reason: None,

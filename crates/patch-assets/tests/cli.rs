@@ -293,6 +293,7 @@ fn issue(
         snippet: "s".into(),
         related: vec![],
         fix_template: format!("references/fix-templates/{pattern}.md"),
+        fix: None,
         fingerprint: format!("fp-{id}"),
         status,
         reason: reason.map(str::to_owned),

@@ -195,6 +195,7 @@ mod tests {
             snippet: String::new(),
             related: vec![],
             fix_template: String::new(),
+            fix: None,
             fingerprint: "f".to_owned(),
             status: issue_model::Status::Pending,
             reason: None,

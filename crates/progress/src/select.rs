@@ -179,6 +179,7 @@ mod tests {
             snippet: String::new(),
             related: vec![],
             fix_template: String::new(),
+            fix: None,
             fingerprint: format!("{id}-fingerprint"),
             status: Status::Pending,
             reason: None,

@@ -15,10 +15,13 @@ Examples:
   npu-scan . --format text --no-write       list every finding, write nothing
   npu-scan . --select P_FLA,P_RND           only these rules
   npu-scan . --exclude 'third_party/**'     skip a directory
+  npu-scan . --fix                          apply the safe fixes, rescan, record them in issues.json
+  npu-scan . --diff --unsafe-fixes          show every fix as a diff, change nothing
   npu-scan . --format sarif > scan.sarif    for code-scanning UIs
   npu-scan --explain P_RND                  what a rule finds and how to fix it
 
-Exit codes: 0 no pending issue found, 1 pending issues found, 2 usage or tool error.";
+Exit codes: 0 no pending issue found, 1 pending issues found (with --diff: fixes to show),
+2 usage or tool error.";
 
 /// Output formats for the findings on stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -71,6 +74,17 @@ pub struct Cli {
     /// Skip files and directories matching this glob (relative path or name; repeatable).
     #[arg(long, value_name = "GLOB")]
     pub exclude: Vec<String>,
+    /// Apply the safe automatic fixes, rescan, and record the fixed issues in issues.json.
+    #[arg(long)]
+    pub fix: bool,
+    /// With --fix or --diff: the unsafe fixes too (they change precision, speed or which
+    /// kernel runs; review them).
+    #[arg(long)]
+    pub unsafe_fixes: bool,
+    /// Print the fixes --fix would apply as a unified diff; change nothing (not even
+    /// issues.json).
+    #[arg(long, conflicts_with_all = ["fix", "format"])]
+    pub diff: bool,
     /// Print a rule's documentation and exit.
     #[arg(long, value_name = "ID")]
     pub explain: Option<String>,
@@ -103,6 +117,8 @@ pub enum CliError {
     Explain { id: String, known: String },
     #[error("cannot write the output")]
     Io(#[from] std::io::Error),
+    #[error("--unsafe-fixes needs --fix or --diff: `npu-scan PATH --fix --unsafe-fixes`")]
+    UnsafeWithoutFix,
 }
 
 /// Run the command; returns the exit code (0 clean, 1 issues found, 2 error reported on `err`).
@@ -168,16 +184,47 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             bar.set_position(done as u64);
         }));
     }
-    let result = crate::scan(&cli.path, &settings)?;
+    if cli.unsafe_fixes && !cli.fix && !cli.diff {
+        return Err(CliError::UnsafeWithoutFix);
+    }
+    let fix_settings = crate::FixSettings {
+        unsafe_fixes: cli.unsafe_fixes,
+        write: !cli.diff,
+    };
+    let fix_run = if cli.fix || cli.diff {
+        Some(crate::fix_project(&cli.path, &settings, fix_settings)?)
+    } else {
+        None
+    };
+    let result = match &fix_run {
+        Some(run) => run.after.clone(),
+        None => crate::scan(&cli.path, &settings)?,
+    };
     if let Some(bar) = &progress {
         bar.finish_and_clear();
+    }
+    if let (true, Some(run)) = (cli.diff, &fix_run) {
+        let mut any = false;
+        for outcome in &run.files {
+            any |= !outcome.diff.is_empty();
+            out.write_all(outcome.diff.as_bytes())?;
+        }
+        if !cli.quiet {
+            err.write_all(output::text::fix_summary(run, cli.unsafe_fixes, false).as_bytes())?;
+            write_warnings(err, &result.warnings)?;
+        }
+        out.flush()?;
+        return Ok(i32::from(any && !cli.exit_zero));
     }
     let root_as_given = cli.path.to_string_lossy().into_owned();
 
     let (merge, pending) = if cli.no_write {
         (None, result.issues.len())
     } else {
-        let report = crate::write_issues_json(&cli.output, &root_as_given, &result)?;
+        let report = match &fix_run {
+            Some(run) => crate::write_fixed_issues_json(&cli.output, &root_as_given, run)?,
+            None => crate::write_issues_json(&cli.output, &root_as_given, &result)?,
+        };
         let written = issue_model::load(&crate::issues_path(&cli.output)).map_err(Error::from)?;
         let fresh: std::collections::BTreeSet<&str> = result
             .issues
@@ -196,7 +243,7 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
 
     let color = cli.color.enabled(&std::io::stdout());
     let written_path = (!cli.no_write).then(|| crate::issues_path(&cli.output));
-    let summary = output::text::summary(
+    let mut summary = output::text::summary(
         &result,
         merge.as_ref(),
         written_path
@@ -204,6 +251,9 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             .map(Path::to_string_lossy)
             .as_deref(),
     );
+    if let Some(run) = &fix_run {
+        summary.push_str(&output::text::fix_summary(run, cli.unsafe_fixes, true));
+    }
     match cli.format {
         None => {
             if !cli.quiet {

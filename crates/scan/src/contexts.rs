@@ -69,6 +69,7 @@ impl<'a> ConfigChecker<'a> {
             snippet: self.file.snippet(line, end_line),
             message: message.into(),
             related: Vec::new(),
+            fix: None,
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]
@@ -82,10 +83,16 @@ impl<'a> ConfigChecker<'a> {
         end: usize,
         message: impl Into<String>,
     ) -> &mut Finding {
+        let range = self.line_range(line, start, end);
+        self.report(range, message)
+    }
+
+    /// The range of 0-based bytes `start..end` within 1-based `line`, clamped to the line.
+    pub fn line_range(&self, line: u32, start: usize, end: usize) -> TextRange {
         let base = self.file.index.line_start(line);
         let len = self.file.index.line_text(self.file.text, line).len();
         let to = |n: usize| TextSize::try_from(base + n.min(len)).unwrap_or_default();
-        self.report(TextRange::new(to(start), to(end.max(start))), message)
+        TextRange::new(to(start), to(end.max(start)))
     }
 }
 
@@ -137,6 +144,7 @@ impl<'a> ProjectChecker<'a> {
             snippet: site.snippet.clone(),
             message: message.into(),
             related: Vec::new(),
+            fix: None,
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]

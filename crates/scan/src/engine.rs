@@ -403,7 +403,8 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
                     }),
                 |id| rules::get(id).is_some(),
             );
-            let (findings, facts) = visit::check_python(file, rules, &parsed.body);
+            let (mut findings, facts) = visit::check_python(file, rules, &parsed.body);
+            stamp_fixes(&mut findings, &text);
             if facts.too_deep {
                 outcome.warnings.push(format!(
                     "{}: expressions nested deeper than {} levels were not checked",
@@ -431,6 +432,7 @@ fn syn_finding(file: &SourceFile<'_>, offset: TextSize, message: &str) -> Findin
         snippet: file.snippet(line, line),
         message: message.to_owned(),
         related: Vec::new(),
+        fix: None,
     }
 }
 
@@ -456,11 +458,21 @@ fn check_config(entry: &FileEntry, rules: &[&'static RuleInfo]) -> Outcome {
         text,
         index: &index,
     };
-    let findings = visit::check_config(ConfigChecker::new(file), rules);
+    let mut findings = visit::check_config(ConfigChecker::new(file), rules);
+    stamp_fixes(&mut findings, text);
     Outcome {
         findings,
         suppressions: Suppressions::parse_config_text(text, |id| rules::get(id).is_some()),
         ..Outcome::default()
+    }
+}
+
+/// Record in each fix the hash of the text it was made for.
+fn stamp_fixes(findings: &mut [Finding], text: &str) {
+    let mut hash: Option<String> = None;
+    for fix in findings.iter_mut().filter_map(|f| f.fix.as_mut()) {
+        fix.source_hash
+            .clone_from(hash.get_or_insert_with(|| crate::fix::source_hash(text)));
     }
 }
 
@@ -529,6 +541,7 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             message: f.message,
             snippet: f.snippet,
             related: f.related,
+            fix: f.fix,
             fix_template: rule.fix_template.to_owned(),
             fingerprint,
             status: Status::Pending,

@@ -4,6 +4,8 @@
 //! [`FactRecorder`]); [`crate::project::Project`] gathers them across files.
 
 mod calls;
+mod setup;
+pub use setup::SetupPoint;
 
 use crate::finding::{SourceFile, locate};
 use crate::semantic::Semantic;
@@ -156,6 +158,8 @@ pub struct FileFacts {
     pub too_deep: bool,
     /// Facts recorded by rules with [`crate::rules::Checker::note`], by key.
     pub notes: BTreeMap<&'static str, Vec<Site>>,
+    /// Where the NPU setup goes (files with an entry marker only).
+    pub setup_point: Option<SetupPoint>,
 }
 
 /// Top-level packages whose import means the program runs torch: torch itself and libraries
@@ -237,6 +241,13 @@ impl FactRecorder {
             patchers: Patchers::default(),
             builds_optimizer: false,
             steps: false,
+        }
+    }
+
+    /// Note where the NPU setup goes, for a file with an entry marker.
+    pub(crate) fn module_end(&mut self, file: &SourceFile<'_>, body: &[Stmt]) {
+        if !self.facts.entry_markers.is_empty() {
+            self.facts.setup_point = Some(setup::setup_point(file, body));
         }
     }
 

@@ -1,7 +1,7 @@
 //! A finding as a rule reports it, and the source file it is located in.
 
 use crate::source::{LineIndex, TextRange, TextSize};
-use issue_model::Related;
+use issue_model::{Fix, Related};
 
 /// A finding, located, before it becomes an issue.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct Finding {
     pub snippet: String,
     pub message: String,
     pub related: Vec<Related>,
+    /// The automatic fix, if the rule has one (see [`crate::fix`]).
+    pub fix: Option<Fix>,
 }
 
 /// A source file's text and position map.

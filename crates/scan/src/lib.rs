@@ -36,6 +36,7 @@ mod engine;
 pub mod facts;
 pub mod files;
 pub mod finding;
+pub mod fix;
 pub mod output;
 pub mod project;
 pub mod rules;
@@ -232,6 +233,34 @@ pub fn write_issues_json(
     root_as_given: &str,
     result: &ScanResult,
 ) -> Result<MergeReport> {
+    write_merged(output_dir, root_as_given, &[result], &BTreeSet::new())
+}
+
+/// Record a [`fix_project`] run in the `issues.json` under `output_dir`: the scan before the fixes is
+/// merged first (so every finding is recorded), then the scan after them; an issue that a fix
+/// removed becomes `fixed` with the history note "fixed by --fix".
+pub fn write_fixed_issues_json(
+    output_dir: &Path,
+    root_as_given: &str,
+    run: &FixRun,
+) -> Result<MergeReport> {
+    write_merged(
+        output_dir,
+        root_as_given,
+        &[&run.before, &run.after],
+        &run.fixed(),
+    )
+}
+
+/// Merge `results` one after the other into the `issues.json` under `output_dir`, in one
+/// locked update; issues whose fingerprints are in `fixed` and that the last result no longer
+/// has are recorded as fixed by `--fix`.
+fn write_merged(
+    output_dir: &Path,
+    root_as_given: &str,
+    results: &[&ScanResult],
+    fixed: &BTreeSet<String>,
+) -> Result<MergeReport> {
     let path = issues_path(output_dir);
     if let Some(dir) = path.parent()
         && !dir.as_os_str().is_empty()
@@ -243,7 +272,7 @@ pub fn write_issues_json(
         })?;
     }
     let now = issue_model::now_rfc3339();
-    let fresh = issue_model::IssuesFile {
+    let fresh = |result: &ScanResult| issue_model::IssuesFile {
         schema_version: issue_model::SCHEMA_VERSION,
         tool: issue_model::Tool {
             name: "npu-scan".to_owned(),
@@ -256,10 +285,123 @@ pub fn write_issues_json(
         unparsed: result.unparsed.clone(),
     };
     let report = issue_model::update(&path, |previous| {
-        let (merged, report) = issue_model::merge(previous.as_ref(), fresh, &now);
+        let mut merged = previous;
+        let mut report = MergeReport::default();
+        for result in results {
+            let (file, r) = issue_model::merge(merged.as_ref(), fresh(result), &now);
+            merged = Some(file);
+            report = r;
+        }
+        let mut merged = merged.unwrap_or_else(|| fresh(&ScanResult::default()));
+        for issue in &mut merged.issues {
+            let Some(last) = issue.history.last_mut() else {
+                continue;
+            };
+            if fixed.contains(&issue.fingerprint)
+                && issue.status == issue_model::Status::Fixed
+                && last.status == issue_model::HistoryStatus::Resolved
+                && last.at == now
+            {
+                last.status = issue_model::HistoryStatus::Fixed;
+                last.note = Some("fixed by --fix".to_owned());
+            }
+        }
         Ok((Some(merged), report))
     })?;
     Ok(report)
+}
+
+/// How [`fix_project`] applies fixes.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FixSettings {
+    /// Apply `unsafe` fixes too.
+    pub unsafe_fixes: bool,
+    /// Write the fixed files; without it nothing is written (`--diff`).
+    pub write: bool,
+}
+
+/// What [`fix_project`] did.
+#[derive(Debug, Clone, Default)]
+pub struct FixRun {
+    /// The scan before any fix.
+    pub before: ScanResult,
+    /// The scan after the fixes (the same as `before` when nothing was written).
+    pub after: ScanResult,
+    /// What happened in each file, pass by pass (keys are issue fingerprints).
+    pub files: Vec<fix::FileOutcome>,
+    /// Passes made (a pass applies the fixes that do not overlap, then rescans).
+    pub passes: usize,
+}
+
+impl FixRun {
+    /// Fingerprints of the issues whose fix was applied and that the last scan no longer has.
+    pub fn fixed(&self) -> BTreeSet<String> {
+        let left: BTreeSet<&str> = self
+            .after
+            .issues
+            .iter()
+            .map(|i| i.fingerprint.as_str())
+            .collect();
+        self.files
+            .iter()
+            .flat_map(|f| &f.applied)
+            .filter(|key| !left.contains(key.as_str()))
+            .cloned()
+            .collect()
+    }
+}
+
+/// At most this many fix passes.
+const MAX_FIX_PASSES: usize = 4;
+
+/// Scan `root`, apply every fix that `fix_settings` allows, and rescan; repeat while fixes
+/// that overlapped an applied one are left, at most [`MAX_FIX_PASSES`] times. A fix is applied
+/// once at most, whatever the rescan finds.
+pub fn fix_project(root: &Path, settings: &Settings, fix_settings: FixSettings) -> Result<FixRun> {
+    let before = scan(root, settings)?;
+    let mut run = FixRun {
+        after: before.clone(),
+        before,
+        ..FixRun::default()
+    };
+    let mut tried: BTreeSet<String> = BTreeSet::new();
+    while run.passes < MAX_FIX_PASSES {
+        let outcomes: Vec<fix::FileOutcome> = {
+            let mut by_file: std::collections::BTreeMap<&str, Vec<fix::Planned<'_>>> =
+                std::collections::BTreeMap::new();
+            for issue in &run.after.issues {
+                let Some(fix) = &issue.fix else { continue };
+                let allowed = fix.applicability == issue_model::Applicability::Safe
+                    || fix_settings.unsafe_fixes;
+                if allowed && !tried.contains(&issue.fingerprint) {
+                    by_file.entry(&issue.file).or_default().push(fix::Planned {
+                        key: &issue.fingerprint,
+                        fix,
+                    });
+                }
+            }
+            by_file
+                .iter()
+                .map(|(file, fixes)| fix::apply_to_file(root, file, fixes, fix_settings.write))
+                .collect()
+        };
+        if outcomes.is_empty() {
+            break;
+        }
+        run.passes += 1;
+        let mut applied = false;
+        for outcome in &outcomes {
+            applied |= !outcome.applied.is_empty();
+            tried.extend(outcome.applied.iter().cloned());
+            tried.extend(outcome.dropped.iter().map(|(key, _)| key.clone()));
+        }
+        run.files.extend(outcomes);
+        if !fix_settings.write || !applied {
+            break;
+        }
+        run.after = scan(root, settings)?;
+    }
+    Ok(run)
 }
 
 /// The entry points of the project at `root`, sorted by file.

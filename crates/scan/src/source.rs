@@ -34,6 +34,10 @@ pub struct Decoded {
     pub lossy: Option<String>,
     /// Byte offset in `text` of the first replaced byte (0 when unknown).
     pub lossy_at: usize,
+    /// The encoding the bytes were decoded from.
+    pub encoding: &'static encoding_rs::Encoding,
+    /// The bytes began with a UTF-8 byte order mark (not part of `text`).
+    pub bom: bool,
 }
 
 static CODING: LazyLock<Regex> = LazyLock::new(|| {
@@ -61,6 +65,8 @@ pub fn decode(bytes: &[u8]) -> Decoded {
                 text: text.to_owned(),
                 lossy: None,
                 lossy_at: 0,
+                encoding,
+                bom: had_bom,
             },
             Err(e) => {
                 let at = e.valid_up_to();
@@ -72,6 +78,8 @@ pub fn decode(bytes: &[u8]) -> Decoded {
                     )),
                     // The valid prefix decodes to the same bytes.
                     lossy_at: at,
+                    encoding,
+                    bom: had_bom,
                 }
             }
         };
@@ -80,6 +88,8 @@ pub fn decode(bytes: &[u8]) -> Decoded {
     let text = text.strip_prefix('\u{feff}').unwrap_or(&text).to_owned();
     Decoded {
         lossy_at: 0,
+        encoding,
+        bom: had_bom,
         lossy: had_errors.then(|| {
             format!(
                 "bytes not valid in the declared encoding {}; decoded with replacement characters",

@@ -24,6 +24,7 @@ pub(crate) fn check_python<'a>(
     };
     walk.cx.semantic.prebind_module(body);
     walk.visit_body(body);
+    walk.cx.facts.module_end(&walk.cx.file, body);
     for rule in rules {
         walk.cx.set_rule(rule.id);
         rule.check.file_end(&mut walk.cx, body);

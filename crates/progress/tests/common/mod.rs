@@ -122,6 +122,7 @@ pub fn issue(id: &str, pattern: &str, severity: Severity, file: &str, line: u32)
         snippet: format!("snippet of {id}"),
         related: vec![],
         fix_template: format!("references/fix-templates/{pattern}.md"),
+        fix: None,
         fingerprint: issue_model::ids::hex(id.as_bytes()),
         status: Status::Pending,
         reason: None,

@@ -154,3 +154,87 @@ pub fn rule_list() -> String {
     }
     out
 }
+
+/// What `--fix` / `--diff` did: fixes applied per rule, fixes not applied and why, what is left.
+pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> String {
+    let by_key: BTreeMap<&str, &Issue> = run
+        .before
+        .issues
+        .iter()
+        .chain(&run.after.issues)
+        .map(|i| (i.fingerprint.as_str(), i))
+        .collect();
+    let mut out = String::new();
+    let applied: Vec<&str> = run
+        .files
+        .iter()
+        .flat_map(|f| &f.applied)
+        .map(String::as_str)
+        .collect();
+    let mut per_rule: BTreeMap<&str, usize> = BTreeMap::new();
+    for key in &applied {
+        if let Some(issue) = by_key.get(key) {
+            *per_rule.entry(issue.pattern.as_str()).or_default() += 1;
+        }
+    }
+    let files: std::collections::BTreeSet<&str> = run
+        .files
+        .iter()
+        .filter(|f| !f.applied.is_empty())
+        .map(|f| f.file.as_str())
+        .collect();
+    let rules: Vec<String> = per_rule.iter().map(|(r, n)| format!("{r} {n}")).collect();
+    let verb = if wrote { "Applied" } else { "Would apply" };
+    let _ = writeln!(
+        out,
+        "{verb} {} fix{} in {} file{}{}.",
+        applied.len(),
+        if applied.len() == 1 { "" } else { "es" },
+        files.len(),
+        if files.len() == 1 { "" } else { "s" },
+        if rules.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", rules.join(", "))
+        }
+    );
+    for outcome in &run.files {
+        for (key, why) in &outcome.dropped {
+            let place = by_key.get(key.as_str()).map_or_else(
+                || outcome.file.clone(),
+                |i| format!("{}:{} {}", i.file, i.line, i.pattern),
+            );
+            let _ = writeln!(out, "Not applied: {place}: {why}");
+        }
+    }
+    let left = if wrote { &run.after } else { &run.before };
+    let fixed = run.fixed();
+    let remaining: Vec<&Issue> = left
+        .issues
+        .iter()
+        .filter(|i| wrote || !applied.contains(&i.fingerprint.as_str()))
+        .filter(|i| !fixed.contains(&i.fingerprint))
+        .collect();
+    let unsafe_left = remaining
+        .iter()
+        .filter(|i| {
+            i.fix
+                .as_ref()
+                .is_some_and(|f| f.applicability == issue_model::Applicability::Unsafe)
+        })
+        .count();
+    let _ = writeln!(
+        out,
+        "{} issue{} left for judgement{}.",
+        remaining.len(),
+        if remaining.len() == 1 { "" } else { "s" },
+        if unsafe_left > 0 && !unsafe_fixes {
+            format!(
+                " ({unsafe_left} of them with an unsafe fix: review it, or apply with --fix --unsafe-fixes)"
+            )
+        } else {
+            String::new()
+        }
+    );
+    out
+}

@@ -5,7 +5,8 @@
 //! without a format-specific parser.
 
 use super::{ConfigChecker, Rule, RuleInfo};
-use issue_model::{Category, Severity};
+use crate::fix;
+use issue_model::{Applicability, Category, Severity};
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -52,7 +53,7 @@ impl Rule for ConfigPinsCuda {
                         if let (Some(k), Some(v)) = (caps.get(1), caps.get(2)) {
                             hits.extend(
                                 judge(k.as_str(), v.as_str())
-                                    .map(|m| (line, v.start(), v.end(), m)),
+                                    .map(|j| (line, v.start(), v.end(), j, v.as_str())),
                             );
                         }
                     }
@@ -64,15 +65,27 @@ impl Rule for ConfigPinsCuda {
                         && let (Some(k), Some(v)) = (caps.get(1), caps.get(2))
                     {
                         hits.extend(
-                            judge(k.as_str(), v.as_str()).map(|m| (line, v.start(), v.end(), m)),
+                            judge(k.as_str(), v.as_str())
+                                .map(|j| (line, v.start(), v.end(), j, v.as_str())),
                         );
                     }
                 }
                 _ => {}
             }
         }
-        for (line, start, end, message) in hits {
-            cx.report_in_line(line, start, end, message);
+        for (line, start, end, judged, raw) in hits {
+            let range = cx.line_range(line, start, end);
+            let finding = cx.report(range, judged.message);
+            if let Some(new) = judged.replacement {
+                let content = requote(raw, &new);
+                let message = format!("set `{}` instead of `{}`", unquote(&content), unquote(raw));
+                finding.fix = Some(fix::replacement(
+                    Applicability::Safe,
+                    message,
+                    range,
+                    content,
+                ));
+            }
         }
     }
 }
@@ -94,6 +107,15 @@ fn strip_comment(line: &str) -> &str {
     line
 }
 
+/// `new` in the quotes of `raw` (none, `"` or `'`).
+fn requote(raw: &str, new: &str) -> String {
+    let raw = raw.trim();
+    match raw.chars().next() {
+        Some(q @ ('"' | '\'')) if raw.len() >= 2 && raw.ends_with(q) => format!("{q}{new}{q}"),
+        _ => new.to_owned(),
+    }
+}
+
 fn unquote(value: &str) -> &str {
     let v = value.trim();
     v.strip_prefix('"')
@@ -109,8 +131,41 @@ fn is_cuda_device(value: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// A CUDA-pinning pair: the message, and the value `--fix` sets, where one value is right
+/// on the NPU whatever the project.
+struct Judged {
+    message: String,
+    replacement: Option<String>,
+}
+
+/// The finding for a CUDA-pinning pair, if it is one.
+fn judge(key: &str, raw_value: &str) -> Option<Judged> {
+    let message = message(key, raw_value)?;
+    let key = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let value = unquote(raw_value).to_ascii_lowercase();
+    // `accelerator: gpu` and `gpus: N` need a choice of Lightning setup (P_CFG.md): no fix.
+    let replacement = if key == "device" || key.ends_with("_device") {
+        value
+            .strip_prefix("cuda")
+            .map(|index| format!("npu{index}"))
+    } else if key == "backend" || key.ends_with("_backend") {
+        Some("hccl".to_owned())
+    } else if key.ends_with("attn_implementation") {
+        Some("sdpa".to_owned())
+    } else if key == "use_flash_attention_2" {
+        let capital = unquote(raw_value).starts_with('T');
+        Some(if capital { "False" } else { "false" }.to_owned())
+    } else {
+        None
+    };
+    Some(Judged {
+        message,
+        replacement,
+    })
+}
+
 /// The message for a CUDA-pinning pair, if it is one.
-fn judge(key: &str, raw_value: &str) -> Option<String> {
+fn message(key: &str, raw_value: &str) -> Option<String> {
     if raw_value.contains("${") {
         return None;
     }
@@ -188,6 +243,27 @@ mod tests {
         assert!(judge("accelerator", "auto").is_none());
         assert!(judge("attn_implementation", "'flash_attention_2'").is_some());
         assert!(judge("description", "cuda").is_none());
+    }
+
+    #[test]
+    fn fixes_only_values_with_one_right_npu_value() {
+        let fix = |k: &str, v: &str| judge(k, v).and_then(|j| j.replacement);
+        assert_eq!(fix("device", "cuda").as_deref(), Some("npu"));
+        assert_eq!(fix("policy_device", "\"cuda:1\"").as_deref(), Some("npu:1"));
+        assert_eq!(fix("dist_backend", "nccl").as_deref(), Some("hccl"));
+        assert_eq!(
+            fix("attn_implementation", "'flash_attention_2'").as_deref(),
+            Some("sdpa")
+        );
+        assert_eq!(
+            fix("use_flash_attention_2", "True").as_deref(),
+            Some("False")
+        );
+        assert_eq!(fix("accelerator", "gpu"), None);
+        assert_eq!(fix("accelerator", "cuda"), None);
+        assert_eq!(fix("gpus", "8"), None);
+        assert_eq!(requote("\"cuda:1\"", "npu:1"), "\"npu:1\"");
+        assert_eq!(requote("cuda", "npu"), "npu");
     }
 
     #[test]

@@ -9,6 +9,7 @@ use crate::source::{TextRange, TextSize};
 use issue_model::{Category, Severity};
 use std::ops::ControlFlow;
 
+mod comparison;
 mod dispatch;
 mod gate;
 
@@ -102,7 +103,14 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
-                compare(cmp).filter(|_| !gates_cuda_only_path(cx.semantic(), expr))
+                let Some(message) =
+                    compare(cmp).filter(|_| !gates_cuda_only_path(cx.semantic(), expr))
+                else {
+                    return;
+                };
+                let fix = comparison::fix(cx, cmp, expr);
+                cx.report(expr.range(), message).fix = fix;
+                return;
             }
             Expr::IfExp(e) => {
                 if let Some((check, negated)) = gate::remapped_check(cx.semantic(), &e.test) {

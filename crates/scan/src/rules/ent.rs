@@ -5,6 +5,8 @@
 //! hook then reports one issue per entry point, with the CUDA sites of every project file the
 //! program imports in `related[]`, since the one setup at the entry covers them all.
 
+mod fix;
+
 use super::{Checker, ProjectChecker, Rule, RuleInfo};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
@@ -156,8 +158,12 @@ impl Rule for EntryWithoutNpu {
             let site =
                 decorator_site(cx, entry).unwrap_or_else(|| ProjectChecker::entry_site(entry));
             covered.extend(related.iter().map(|r| (r.file.clone(), r.line, r.column)));
+            let fix = project
+                .file(&entry.file)
+                .and_then(|facts| fix::setup_fix(&entry.file, facts));
             let finding = cx.report(&entry.file, &site, message);
             finding.related = related;
+            finding.fix = fix;
         }
         report_unreached_sites(cx, &entries, &covered);
     }

@@ -4,6 +4,7 @@
 //! numpy arrays that are float64 only by default are reported outside device-step code
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
+mod fix;
 mod host;
 
 use super::{Checker, Rule, RuleInfo};
@@ -62,7 +63,8 @@ impl Rule for Float64 {
             _ => false,
         };
         if report {
-            cx.report_once_per_line(expr.range(), MESSAGE);
+            let fix = fix::float32_fix(cx, expr);
+            cx.report_once_per_line(expr.range(), MESSAGE, fix);
         }
     }
 
@@ -113,7 +115,7 @@ impl Rule for Float64 {
             // One issue per line: a second conversion on the line joins the first's related[].
             let line = cx.file().position(range.start()).0;
             if lines.contains(&line) {
-                cx.report_once_per_line(range, MESSAGE);
+                cx.report_once_per_line(range, MESSAGE, None);
                 continue;
             }
             lines.push(line);

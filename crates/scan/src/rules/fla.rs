@@ -5,6 +5,7 @@
 //! An import guarded by `try/except ImportError` counts only when the handler re-raises, sets a
 //! flag to `True`, or merely logs; a handler that binds a fallback makes it fine.
 
+mod fix;
 mod usage;
 
 use super::{Checker, Rule, RuleInfo};
@@ -40,7 +41,8 @@ impl Rule for CudaOnlyKernel {
             }
             Stmt::Assign(a) => {
                 if a.targets.iter().any(is_attn_impl_target) && is_flash_attention_2(&a.value) {
-                    cx.report(a.value.range(), FLASH_ATTENTION_2);
+                    let fix = fix::flash_fix(cx, &a.value);
+                    cx.report(a.value.range(), FLASH_ATTENTION_2).fix = fix;
                 }
                 return;
             }
@@ -51,7 +53,8 @@ impl Rule for CudaOnlyKernel {
                     } else {
                         usage::FLAG
                     };
-                    cx.report(default.range(), message);
+                    let fix = fix::flash_fix(cx, default);
+                    cx.report(default.range(), message).fix = fix;
                 }
                 return;
             }
@@ -112,7 +115,8 @@ impl Rule for CudaOnlyKernel {
             _ => None,
         };
         if let Some(message) = message {
-            cx.report(expr.range(), message);
+            let fix = fix::flash_fix(cx, expr).filter(|_| message.contains("flash_attention_2"));
+            cx.report(expr.range(), message).fix = fix;
         }
     }
 

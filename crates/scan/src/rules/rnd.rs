@@ -5,6 +5,8 @@
 //! new tensor through the function's local names. The shared per-function helpers (device
 //! code, host scalars, where a value flows) live in [`crate::analysis`].
 
+mod fix;
+
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis;
 use crate::semantic::Semantic;
@@ -69,10 +71,10 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets {
             continue;
         }
-        hits.push((occ.expr.range(), name));
+        hits.push((occ.expr.range(), name, fix::device_fix(cx, call, occ.expr)));
     }
     let helper = analysis::is_module_level(sem).then(|| func.name.to_owned());
-    for (range, name) in hits {
+    for (range, name, fix) in hits {
         let finding = cx.report(
             range,
             format!(
@@ -83,6 +85,7 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         if let Some(helper) = &helper {
             finding.symbol = Some(helper.clone());
         }
+        finding.fix = fix;
     }
 }
 
