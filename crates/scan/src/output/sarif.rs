@@ -48,6 +48,36 @@ pub fn render(issues: &[Issue]) -> String {
                     })
                 })
                 .collect();
+            let fixes: Vec<Value> = i
+                .fix
+                .iter()
+                .map(|f| {
+                    let replacements: Vec<Value> = f
+                        .edits
+                        .iter()
+                        .map(|e| {
+                            json!({
+                                "deletedRegion": {
+                                    "byteOffset": e.start,
+                                    "byteLength": e.end - e.start,
+                                },
+                                "insertedContent": { "text": e.content },
+                            })
+                        })
+                        .collect();
+                    json!({
+                        "description": { "text": f.message },
+                        "artifactChanges": [{
+                            "artifactLocation": { "uri": i.file, "uriBaseId": "SRCROOT" },
+                            "replacements": replacements,
+                        }],
+                        "properties": {
+                            "applicability": f.applicability.as_str(),
+                            "sourceHash": f.source_hash,
+                        },
+                    })
+                })
+                .collect();
             json!({
                 "ruleId": i.pattern,
                 "level": level(i.severity),
@@ -65,6 +95,7 @@ pub fn render(issues: &[Issue]) -> String {
                     },
                 }],
                 "relatedLocations": related,
+                "fixes": fixes,
                 "partialFingerprints": { "npuScan/v1": i.fingerprint },
                 "properties": { "id": i.id, "status": i.status.as_str() },
             })
