@@ -89,25 +89,6 @@ impl<'a> Checker<'a> {
         &mut self.findings[last]
     }
 
-    /// Report like [`Checker::report`], except that a finding of the running rule already on
-    /// the same line gets this place in its `related[]` instead: one issue per line, so that
-    /// one edit of the line resolves it.
-    pub fn report_once_per_line(&mut self, range: TextRange, message: impl Into<String>) {
-        let (line, _) = self.file.position(range.start());
-        let current = self.current;
-        let related = self.related(range, "another site on this line");
-        if let Some(earlier) = self
-            .findings
-            .iter_mut()
-            .rev()
-            .find(|f| f.rule == current && f.line == line)
-        {
-            earlier.related.push(related);
-            return;
-        }
-        self.report(range, message);
-    }
-
     /// A related place in this file, for [`Finding::related`].
     pub fn related(&self, range: TextRange, note: impl Into<String>) -> Related {
         let (line, column) = self.file.position(range.start());
