@@ -180,4 +180,16 @@ def test_8_summary(m: Machine) -> None:
     assert SKIP_REASON in summary and "train.py" in summary
     for pattern in {i["pattern"] for i in m.issues()}:
         assert pattern in summary, f"the summary does not mention {pattern}"
+    rows = {line.split("|")[1].strip(): line for line in summary.splitlines() if line.startswith("| ")}
+    # Every step the tools recorded has a time and says where it comes from.
+    for step, source in (("3", "issues.json histories"), ("5–6", "verify-runs.jsonl"), ("7", "# started:")):
+        took = rows[step].split("|")[4].strip()
+        assert took != "not recorded" and source in rows[step], rows[step]
+    assert "| not recorded |" in rows["4"]
+    # The checkpoint the emulated run wrote is its output, not a code change; the emulator copy is ignored.
+    assert "| `outputs/e2e/policy.pt` |" not in summary
+    assert "written while a training or verify run was going (its outputs): " in summary
+    assert "`outputs/e2e/policy.pt`" in summary
+    ignored = summary.split("what `.gitignore` leaves out: ")[1].split("\n")[0]
+    assert ignored == "`migrate_to_cloudrobo/emulator/`.", ignored
     assert not (m.project / "issues.json.lock").exists() and not (m.work / "issues.json.lock").exists()

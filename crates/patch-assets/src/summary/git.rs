@@ -153,6 +153,17 @@ pub fn inventory(
             .map(str::to_owned)
             .collect();
         ignored.sort();
+        // A folder stands for everything in it (git may list both).
+        let folders: Vec<String> = ignored
+            .iter()
+            .filter(|p| p.ends_with('/'))
+            .cloned()
+            .collect();
+        ignored.retain(|p| {
+            !folders
+                .iter()
+                .any(|f| p.len() > f.len() && p.starts_with(f.as_str()))
+        });
         let short = if base == EMPTY_TREE {
             "empty tree".to_owned()
         } else {
