@@ -187,7 +187,10 @@ fn emulator_files(dir: &Path) -> Result<Vec<String>> {
             let entry = entry?;
             let path = entry.path();
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name == "__pycache__" || name.ends_with(".pyc") {
+            let cache = Path::new(&name)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("pyc"));
+            if name == "__pycache__" || cache {
                 continue;
             }
             if entry.file_type()?.is_dir() {

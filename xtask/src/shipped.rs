@@ -57,9 +57,15 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
 }
 
 fn is_text(path: &str) -> bool {
-    [".md", ".sh", ".py", ".txt"]
+    ["md", "sh", "py", "txt"]
         .iter()
-        .any(|ext| path.ends_with(ext))
+        .any(|ext| has_ext(path, ext))
+}
+
+fn has_ext(path: &str, ext: &str) -> bool {
+    Path::new(path)
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case(ext))
 }
 
 fn collect(root: &Path, dir: &Path, out: &mut Vec<Text>) -> Result<()> {
@@ -73,7 +79,7 @@ fn collect(root: &Path, dir: &Path, out: &mut Vec<Text>) -> Result<()> {
         }
         if entry.file_type()?.is_dir() {
             collect(root, &path, out)?;
-        } else if is_text(&name) || name.ends_with(".rs") {
+        } else if is_text(&name) || has_ext(&name, "rs") {
             let rel = path.strip_prefix(root).unwrap_or(&path);
             out.push(Text {
                 name: rel.to_string_lossy().replace('\\', "/"),
@@ -110,7 +116,7 @@ pub fn check_citations(texts: &[Text], bundle: &[String]) -> Vec<String> {
                     Some("a path of the source checkout, which the bundle does not contain")
                 } else if BUNDLE_DIRS.iter().any(|d| token.starts_with(d)) && !is_in_bundle(token) {
                     Some("not in the bundle")
-                } else if token.ends_with(".md") && !token.contains('/') && !names.contains(token) {
+                } else if has_ext(token, "md") && !token.contains('/') && !names.contains(token) {
                     Some("no file of that name is in the bundle")
                 } else {
                     None
@@ -138,7 +144,7 @@ pub fn check_consistency(texts: &[Text]) -> Vec<String> {
             }
         }
         // A report call a reader is told to type: prose and templates, not the patcher's code.
-        if !text.name.ends_with(".py") && !text.name.ends_with(".rs") {
+        if !has_ext(&text.name, "py") && !has_ext(&text.name, "rs") {
             for m in REPORT_CALL.captures_iter(&text.body) {
                 reports
                     .entry(m[1].to_owned())

@@ -21,7 +21,7 @@ pub const DIR_VAR: &str = "NPU_PATCHER_EMULATOR_DIR";
 /// The emulator folder inside `migrate_to_cloudrobo/`, and inside the release bundle.
 pub const FOLDER: &str = "emulator";
 /// Environment an emulated run gets: no CUDA device (a machine with an NPU has none), and no
-/// backend autoloading (torch >= 2.5 would load a real torch_npu, which needs the npu name).
+/// backend autoloading (torch >= 2.5 would load a real `torch_npu`, which needs the npu name).
 pub const RUN_ENV: [(&str, &str); 3] = [
     ("CUDA_VISIBLE_DEVICES", ""),
     ("TORCH_DEVICE_BACKEND_AUTOLOAD", "0"),
@@ -147,6 +147,14 @@ fn extract_embedded() -> Result<Emulator> {
     })
 }
 
+/// A byte-code cache left by a Python run, not part of the emulator.
+pub fn is_cache(path: &str) -> bool {
+    path.contains("__pycache__")
+        || Path::new(path)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("pyc"))
+}
+
 /// The embedded emulator's files: (path inside `emulator/`, bytes), without byte-code caches.
 pub fn embedded_files() -> Vec<(String, &'static [u8])> {
     let prefix = format!("{FOLDER}/");
@@ -154,7 +162,7 @@ pub fn embedded_files() -> Vec<(String, &'static [u8])> {
         .into_iter()
         .filter_map(|path| {
             let rel = path.strip_prefix(&prefix)?.to_owned();
-            if rel.ends_with(".pyc") || rel.contains("__pycache__") {
+            if is_cache(&rel) {
                 return None;
             }
             crate::get(&path).map(|bytes| (rel, bytes))
@@ -250,6 +258,6 @@ mod tests {
             names.contains(&"torch_npu/contrib/transfer_to_npu.py"),
             "{names:?}"
         );
-        assert!(names.iter().all(|n| !n.ends_with(".pyc")), "{names:?}");
+        assert!(names.iter().all(|n| !is_cache(n)), "{names:?}");
     }
 }

@@ -97,7 +97,7 @@ pub fn init_emulator(project: &Path, force: bool, source: &Source) -> Result<Vec
     let mut files: Vec<(String, String)> = source
         .list()?
         .into_iter()
-        .filter(|p| p.starts_with(&prefix) && !p.contains("__pycache__") && !p.ends_with(".pyc"))
+        .filter(|p| p.starts_with(&prefix) && !emulator::is_cache(p))
         .map(|p| (p.clone(), p))
         .collect();
     if files.is_empty() {

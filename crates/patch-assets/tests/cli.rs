@@ -515,7 +515,7 @@ fn summary_times_every_recorded_step_and_keeps_run_outputs_out_of_the_changes() 
     let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(90);
     fs::write(p.join(".gitignore"), "wandb/\n").unwrap();
     // The port's new module and the .gitignore were written before the run.
-    let before = std::time::SystemTime::now() - std::time::Duration::from_secs(3600);
+    let before = std::time::SystemTime::now() - std::time::Duration::from_hours(1);
     for name in ["npu_utils.py", ".gitignore"] {
         fs::File::options()
             .write(true)

@@ -51,6 +51,11 @@ impl Workspace {
         self.dir.path()
     }
 
+    /// [`Workspace::emulator`] was already found.
+    pub fn has_emulator(&self) -> bool {
+        self.emulator.is_some()
+    }
+
     /// The emulator (`npu_emulator`, the stand-in `torch_npu`) for `project`: the same copy
     /// `npu-train --emulate-npu` would use (`patch_assets::emulator` documents the search).
     pub fn emulator(

@@ -55,16 +55,19 @@ impl Session<'_> {
 
     fn base_request(&mut self) -> Option<serde_json::Value> {
         let emulator = if self.args.emulate_npu {
+            let first = !self.workspace.has_emulator();
             match self.workspace.emulator(&self.root) {
                 Ok(found) => {
-                    output::progress(
-                        self.args.quiet,
-                        &format!(
-                            "emulated npu device from {} ({})",
-                            found.origin,
-                            found.dir.display()
-                        ),
-                    );
+                    if first {
+                        output::progress(
+                            self.args.quiet,
+                            &format!(
+                                "emulated npu device from {} ({})",
+                                found.origin,
+                                found.dir.display()
+                            ),
+                        );
+                    }
                     Some(found.dir.display().to_string())
                 }
                 Err(e) => {
