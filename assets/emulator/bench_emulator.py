@@ -1,9 +1,9 @@
 """Measure the cost of the emulated npu device against plain CPU torch.
 
 Usage:
-    python assets/emulator/bench_emulator.py            # table on stdout
-    python assets/emulator/bench_emulator.py --json     # one JSON object on stdout
-    python assets/emulator/bench_emulator.py --ops 5000 --steps 30
+    python emulator/bench_emulator.py            # table on stdout
+    python emulator/bench_emulator.py --json     # one JSON object on stdout
+    python emulator/bench_emulator.py --ops 5000 --steps 30
 
 Prints the median time per call of a few small ops (the per-op dispatch overhead dominates at these sizes) and of
 one training step of a small transformer policy, on CPU and on the emulated device, with the ratio.

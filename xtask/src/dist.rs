@@ -3,8 +3,11 @@
 //! Layout under `target/dist/huawei-cloud-cloudrobo-npu-patcher/`:
 //! `SKILL.md`, `scripts/{scan,progress,verify}.py` (shims that exec the bundled binaries),
 //! `scripts/runtime_patches.py`, `bin/npu-*`, `references/fix-templates/*.md`,
-//! `templates/{env_npu.sh,train.sh,ADAPTATION_SUMMARY.md}`; then a `.tar.gz` beside it and its
-//! `.sha256`. Staging is removed and rebuilt every time.
+//! `references/NPU-FACTS.md` (the Ascend facts the texts cite),
+//! `templates/{env_npu.sh,train.sh,ADAPTATION_SUMMARY.md}`, `emulator/` (the emulated `npu`
+//! device and stand-in `torch_npu`, for machines without an NPU); then a `.tar.gz` beside it and
+//! its `.sha256`. Staging is removed and rebuilt every time. [`layout`] lists every file, so tidy
+//! can check the shipped texts against it without building.
 
 use anyhow::{Context, Result, bail};
 use sha2::{Digest, Sha256};
@@ -68,35 +71,14 @@ pub fn run(args: &Args) -> Result<PathBuf> {
     if stage.exists() {
         fs::remove_dir_all(&stage).with_context(|| format!("cannot clean {}", stage.display()))?;
     }
-    let assets = root.join("assets");
-    copy(&assets.join("SKILL.md"), &stage.join("SKILL.md"))?;
-    for (script, binary) in SHIMS {
-        let path = stage.join("scripts").join(script);
-        write(&path, &shim(binary))?;
-        make_executable(&path)?;
-    }
-    copy(
-        &assets.join("runtime_patches.py"),
-        &stage.join("scripts").join("runtime_patches.py"),
-    )?;
-    for (_, binary) in BINARIES {
-        let to = stage.join("bin").join(binary);
-        copy(&bin_dir.join(binary), &to)?;
-        make_executable(&to)?;
-    }
-    for template in fix_templates(&root)? {
-        copy(
-            &assets.join("fix-templates").join(&template),
-            &stage
-                .join("references")
-                .join("fix-templates")
-                .join(&template),
-        )?;
-    }
-    for template in TEMPLATES {
-        let to = stage.join("templates").join(template);
-        copy(&assets.join("templates").join(template), &to)?;
-        if Path::new(template).extension().is_some_and(|e| e == "sh") {
+    for entry in layout(&root)? {
+        let to = stage.join(&entry.path);
+        match &entry.from {
+            From::Asset(from) => copy(from, &to)?,
+            From::Shim(binary) => write(&to, &shim(binary))?,
+            From::Binary(binary) => copy(&bin_dir.join(binary), &to)?,
+        }
+        if entry.executable {
             make_executable(&to)?;
         }
     }
@@ -113,6 +95,121 @@ pub fn run(args: &Args) -> Result<PathBuf> {
     }
     eprintln!("xtask: bundle at {}", stage.display());
     Ok(stage)
+}
+
+/// Where a bundle file comes from.
+pub enum From {
+    /// A file under `assets/`.
+    Asset(PathBuf),
+    /// A launcher script for this binary.
+    Shim(&'static str),
+    /// A built binary.
+    Binary(&'static str),
+}
+
+/// One file of the bundle.
+pub struct Entry {
+    /// `/`-separated, relative to the bundle root.
+    pub path: String,
+    pub from: From,
+    pub executable: bool,
+}
+
+/// Every file of the bundle, in the order they are written.
+pub fn layout(root: &Path) -> Result<Vec<Entry>> {
+    let assets = root.join("assets");
+    let asset = |path: &str, from: PathBuf, executable: bool| Entry {
+        path: path.to_owned(),
+        from: From::Asset(from),
+        executable,
+    };
+    let mut entries = vec![asset("SKILL.md", assets.join("SKILL.md"), false)];
+    for (script, binary) in SHIMS {
+        entries.push(Entry {
+            path: format!("scripts/{script}"),
+            from: From::Shim(binary),
+            executable: true,
+        });
+    }
+    entries.push(asset(
+        "scripts/runtime_patches.py",
+        assets.join("runtime_patches.py"),
+        false,
+    ));
+    entries.push(asset(
+        "references/NPU-FACTS.md",
+        assets.join("references").join("NPU-FACTS.md"),
+        false,
+    ));
+    for (_, binary) in BINARIES {
+        entries.push(Entry {
+            path: format!("bin/{binary}"),
+            from: From::Binary(binary),
+            executable: true,
+        });
+    }
+    for template in fix_templates(root)? {
+        entries.push(asset(
+            &format!("references/fix-templates/{template}"),
+            assets.join("fix-templates").join(&template),
+            false,
+        ));
+    }
+    for template in TEMPLATES {
+        let executable = Path::new(template).extension().is_some_and(|e| e == "sh");
+        entries.push(asset(
+            &format!("templates/{template}"),
+            assets.join("templates").join(template),
+            executable,
+        ));
+    }
+    for rel in emulator_files(&assets.join(EMULATOR))? {
+        entries.push(asset(
+            &format!("{EMULATOR}/{rel}"),
+            assets.join(EMULATOR).join(&rel),
+            false,
+        ));
+    }
+    Ok(entries)
+}
+
+/// The emulator folder, in `assets/` and in the bundle.
+pub const EMULATOR: &str = "emulator";
+
+/// The emulator's files (`/`-separated, relative to `dir`), sorted, without byte-code caches.
+fn emulator_files(dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(current) = stack.pop() {
+        for entry in
+            fs::read_dir(&current).with_context(|| format!("cannot list {}", current.display()))?
+        {
+            let entry = entry?;
+            let path = entry.path();
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let cache = Path::new(&name)
+                .extension()
+                .is_some_and(|e| e.eq_ignore_ascii_case("pyc"));
+            if name == "__pycache__" || cache {
+                continue;
+            }
+            if entry.file_type()?.is_dir() {
+                stack.push(path);
+            } else if let Ok(rel) = path.strip_prefix(dir) {
+                out.push(
+                    rel.components()
+                        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                        .collect::<Vec<_>>()
+                        .join("/"),
+                );
+            }
+        }
+    }
+    if !out.iter().any(|p| p == "torch_npu/__init__.py") {
+        bail!("{} holds no stand-in torch_npu", dir.display());
+    }
+    out.sort();
+    Ok(out)
 }
 
 /// The fix templates shipped in `assets/fix-templates/`, sorted.

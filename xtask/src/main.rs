@@ -11,6 +11,7 @@ mod bench_progress;
 mod bench_scan;
 mod corpus;
 mod dist;
+mod shipped;
 mod test;
 mod tidy;
 mod venv;

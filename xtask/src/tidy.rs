@@ -5,7 +5,9 @@
 //!   the `fix_template` path);
 //! - `docs/rules.md` is what the registry generates;
 //! - `assets/SKILL.md` names every fix template and every template the bundle ships;
-//! - `.ci/run` runs exactly the README's test command.
+//! - `.ci/run` runs exactly the README's test command;
+//! - shipped texts cite only files the bundle has, and agree on the patcher's import line and
+//!   report call ([`crate::shipped`]).
 
 use anyhow::{Context, Result, bail};
 use std::fs;
@@ -44,6 +46,8 @@ pub fn check(root: &Path) -> Result<Vec<String>> {
             problems.push(format!("assets/templates/{template} is missing"));
         }
     }
+
+    problems.extend(crate::shipped::check(root)?);
 
     let readme = read(&root.join("README.md"))?;
     let ci = read(&root.join(".ci/run"))?;

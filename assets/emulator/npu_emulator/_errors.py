@@ -9,7 +9,7 @@ class EmulatedNPUError(RuntimeError):
     """A failure the emulator raises where a real Ascend NPU would fail.
 
     The message starts with the real error's text where it is known and always contains ``emulated npu`` and the
-    source of the rule (NPU-FACTS.md, SKILL-seed.md or torch's own check). ``group`` is the restriction group of
+    source of the rule (NPU-FACTS.md, SKILL.md or torch's own check). ``group`` is the restriction group of
     :data:`npu_emulator._rules.RESTRICTIONS` that raised it (``"device_mismatch"``, ``"numpy"``, ``"float64"``,
     ``"sdpa_mask"``...; the message says ``restriction group: NAME``), or ``None`` for a failure outside those
     groups (a device index the emulator does not have, an unsupported call of the stand-in ``torch_npu``).

@@ -20,7 +20,7 @@ RESTRICTIONS: dict[str, tuple[str, str]] = {
     ),
     "index_device": (
         "indexing an npu tensor with CPU index tensors fails",
-        "SKILL-seed.md, TensorIndexDevice row (the seed's stated failure)",
+        "SKILL.md, Runtime Patches, TensorIndexDevice row (the failure it fixes)",
     ),
     "numpy": (
         ".numpy() on an npu tensor fails",
@@ -37,11 +37,11 @@ RESTRICTIONS: dict[str, tuple[str, str]] = {
     ),
     "nan_to_num_half": (
         "torch.nan_to_num on float16/bfloat16 npu tensors fails",
-        "SKILL-seed.md, NanToNumSafe row (the seed's stated failure)",
+        "SKILL.md, Runtime Patches, NanToNumSafe row (the failure it fixes)",
     ),
     "pow_fractional": (
         "torch.pow with a fractional exponent on an integer or half-precision npu tensor fails",
-        "SKILL-seed.md, PowFloatSafe row (the seed's stated failure)",
+        "SKILL.md, Runtime Patches, PowFloatSafe row (the failure it fixes)",
     ),
 }
 

@@ -282,31 +282,69 @@ pub fn lock_path(path: &Path) -> PathBuf {
 }
 
 /// An exclusive advisory lock on `<path>.lock`, released on drop (also when the process dies).
+///
+/// The lock file exists only while a tool holds it: the holder removes it before unlocking, so
+/// no `issues.json.lock` is left beside `issues.json`. A process that opened the file before it
+/// was removed finds, once it holds the lock, that the path no longer names its file, and starts
+/// over; so two processes never hold the lock at once.
 pub(crate) struct Lock {
-    _file: File,
+    file: File,
+    path: PathBuf,
+    /// The file could be opened read-only only (another user's); it is not ours to remove.
+    owned: bool,
+}
+
+impl Drop for Lock {
+    fn drop(&mut self) {
+        if self.owned {
+            // Removed while still locked; then closing the file unlocks it.
+            let _ = fs::remove_file(&self.path);
+        }
+        let _ = self.file.unlock();
+    }
+}
+
+/// The open file is still the one at `path` (not removed or replaced by its last holder).
+fn still_at(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (file.metadata(), fs::metadata(path)) {
+        (Ok(open), Ok(named)) => open.dev() == named.dev() && open.ino() == named.ino(),
+        _ => false,
+    }
 }
 
 impl Lock {
     pub(crate) fn acquire(path: &Path) -> Result<Lock> {
         let lock_path = lock_path(path);
-        let opened = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path);
-        let file = match opened {
-            Ok(file) => file,
-            // A lock file made by another user may not be writable; locking needs only a handle.
-            Err(source) => File::open(&lock_path).map_err(|_| Error::Lock {
-                path: lock_path.clone(),
-                source,
-            })?,
-        };
         let started = Instant::now();
         let mut pause = Duration::from_millis(1);
         loop {
+            let opened = OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(&lock_path);
+            let (file, owned) = match opened {
+                Ok(file) => (file, true),
+                // A lock file made by another user may not be writable; locking needs only a handle.
+                Err(source) => (
+                    File::open(&lock_path).map_err(|_| Error::Lock {
+                        path: lock_path.clone(),
+                        source,
+                    })?,
+                    false,
+                ),
+            };
             match file.try_lock() {
-                Ok(()) => return Ok(Lock { _file: file }),
+                Ok(()) if still_at(&file, &lock_path) => {
+                    return Ok(Lock {
+                        file,
+                        path: lock_path,
+                        owned,
+                    });
+                }
+                // The last holder removed the file after we opened it: open the current one.
+                Ok(()) => {}
                 Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < LOCK_TIMEOUT => {
                     std::thread::sleep(pause);
                     pause = (pause * 2).min(Duration::from_millis(50));

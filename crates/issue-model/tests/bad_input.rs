@@ -371,7 +371,7 @@ fn update_writes_atomically_with_a_fresh_summary() {
     assert_eq!(after.issues[0].status, Status::Fixed);
     assert_eq!(after.summary.by_status.get("fixed"), Some(&2));
     assert_eq!(after.summary.by_status.get("pending"), Some(&1));
-    // No temporary file is left behind; the lock file stays (it is reused).
+    // No temporary file and no lock file is left behind.
     let mut names: Vec<String> = fs::read_dir(dir.path())
         .map(|d| {
             d.flatten()
@@ -380,7 +380,7 @@ fn update_writes_atomically_with_a_fresh_summary() {
         })
         .unwrap_or_default();
     names.sort();
-    assert_eq!(names, ["issues.json", "issues.json.lock"]);
+    assert_eq!(names, ["issues.json"]);
     // Writing nothing leaves the bytes alone.
     let before = fs::read(&path).unwrap_or_default();
     update(&path, |_| Ok((None, ()))).unwrap_or_else(|e| panic!("{e}"));

@@ -62,7 +62,7 @@ pub enum Command {
     /// Run it again to update the files: a file you changed is never overwritten (it is
     /// reported as `kept`, with the command to compare it) unless you add --force.
     #[command(
-        after_help = "Examples:\n  npu-assets init .\n  npu-assets init ~/src/openvla --force\n\nThen:\n  ASCEND_RT_VISIBLE_DEVICES=0,1 bash migrate_to_cloudrobo/train.sh python train.py"
+        after_help = "Examples:\n  npu-assets init .\n  npu-assets init ~/src/openvla --force\n  npu-assets init . --emulator       no NPU here: also copy the emulated npu device\n\nThen:\n  ASCEND_RT_VISIBLE_DEVICES=0,1 bash migrate_to_cloudrobo/train.sh python train.py\n  NPU_PATCHER_EMULATE=1 bash migrate_to_cloudrobo/train.sh python train.py   (emulated, after --emulator)"
     )]
     Init {
         /// The model project root.
@@ -70,6 +70,10 @@ pub enum Command {
         /// Replace files that differ from the shipped ones, even if you changed them.
         #[arg(long)]
         force: bool,
+        /// Also copy the emulated npu device to migrate_to_cloudrobo/emulator/, for
+        /// `NPU_PATCHER_EMULATE=1 bash migrate_to_cloudrobo/train.sh ...` on a machine without an NPU.
+        #[arg(long)]
+        emulator: bool,
     },
     /// Draft PROJECT/migrate_to_cloudrobo/ADAPTATION_SUMMARY.md from the tools' records.
     ///
@@ -188,8 +192,15 @@ pub fn run(command: Command) -> Result<u8, Failure> {
             let again = format!("npu-assets extract {} --force", dir.display());
             report(&mut out, &outcomes, &again)?;
         }
-        Command::Init { project, force } => {
-            let outcomes = install::init(&project, force, &source)?;
+        Command::Init {
+            project,
+            force,
+            emulator,
+        } => {
+            let mut outcomes = install::init(&project, force, &source)?;
+            if emulator {
+                outcomes.extend(install::init_emulator(&project, force, &source)?);
+            }
             let again = format!("npu-assets init {} --force", project.display());
             report(&mut out, &outcomes, &again)?;
             if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {

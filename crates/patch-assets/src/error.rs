@@ -34,6 +34,11 @@ pub enum Error {
         path.display()
     )]
     EditedSummary { path: PathBuf },
+    #[error(
+        "NPU_PATCHER_EMULATOR_DIR={} does not hold the emulator (npu_emulator/ and torch_npu/); point it at <skill dir>/emulator, or unset it to use the project's or the bundle's copy",
+        path.display()
+    )]
+    NotAnEmulator { path: PathBuf },
     #[error("git {args}: {message}")]
     Git { args: String, message: String },
 }

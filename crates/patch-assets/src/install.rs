@@ -6,6 +6,7 @@
 //! brought up to date; any other difference is the user's and is kept.
 
 use crate::catalog::Source;
+use crate::emulator;
 use crate::error::{Error, Result};
 use crate::write;
 use serde::{Deserialize, Serialize};
@@ -81,6 +82,53 @@ struct Manifest {
 ///
 /// Writes every file it can; a missing asset is reported as [`Action::Missing`], not an error.
 pub fn init(project: &Path, force: bool, source: &Source) -> Result<Vec<Outcome>> {
+    let files: Vec<(String, String)> = PROJECT_FILES
+        .iter()
+        .map(|(asset, name)| ((*asset).to_owned(), (*name).to_owned()))
+        .collect();
+    install(project, &files, force, source)
+}
+
+/// Also copy the emulated `npu` device into `PROJECT/migrate_to_cloudrobo/emulator/`, for
+/// `train.sh` with `NPU_PATCHER_EMULATE=1` on a machine without an NPU (see [`crate::emulator`]).
+/// The copy carries a `.gitignore` of `*`: it is a tool of the run, never part of the port.
+pub fn init_emulator(project: &Path, force: bool, source: &Source) -> Result<Vec<Outcome>> {
+    let prefix = format!("{}/", emulator::FOLDER);
+    let mut files: Vec<(String, String)> = source
+        .list()?
+        .into_iter()
+        .filter(|p| p.starts_with(&prefix) && !emulator::is_cache(p))
+        .map(|p| (p.clone(), p))
+        .collect();
+    if files.is_empty() {
+        return Err(Error::MissingAsset { path: prefix });
+    }
+    files.sort();
+    let mut outcomes = install(project, &files, force, source)?;
+    let ignore = project
+        .join(MIGRATE_DIR)
+        .join(emulator::FOLDER)
+        .join(".gitignore");
+    let action = place(&ignore, EMULATOR_GITIGNORE, 0o644, None, force)?;
+    outcomes.push(Outcome {
+        asset: format!("{prefix}.gitignore"),
+        target: ignore,
+        action,
+    });
+    Ok(outcomes)
+}
+
+/// Keeps the emulator copy out of `git status`, so it never counts as a change of the port.
+const EMULATOR_GITIGNORE: &[u8] =
+    b"# The emulated npu device for pre-flight runs (npu-assets init --emulator); not part of the port.\n*\n";
+
+/// Install `(asset, name inside migrate_to_cloudrobo/)` pairs, recording what was written.
+fn install(
+    project: &Path,
+    files: &[(String, String)],
+    force: bool,
+    source: &Source,
+) -> Result<Vec<Outcome>> {
     if !project.is_dir() {
         return Err(Error::NotADirectory {
             path: project.to_owned(),
@@ -91,11 +139,11 @@ pub fn init(project: &Path, force: bool, source: &Source) -> Result<Vec<Outcome>
     let mut manifest = read_manifest(&manifest_path);
     let mut outcomes = Vec::new();
     let mut wrote = false;
-    for (asset, name) in PROJECT_FILES {
-        let target = dir.join(name);
+    for (asset, name) in files {
+        let target = name.split('/').fold(dir.clone(), |p, part| p.join(part));
         let Some(shipped) = source.read(asset)? else {
             outcomes.push(Outcome {
-                asset: asset.to_owned(),
+                asset: asset.clone(),
                 target,
                 action: Action::Missing,
             });
@@ -109,12 +157,12 @@ pub fn init(project: &Path, force: bool, source: &Source) -> Result<Vec<Outcome>
         ) {
             let hash = sha256_hex(&shipped);
             if manifest.files.get(name) != Some(&hash) {
-                manifest.files.insert(name.to_owned(), hash);
+                manifest.files.insert(name.clone(), hash);
                 wrote = true;
             }
         }
         outcomes.push(Outcome {
-            asset: asset.to_owned(),
+            asset: asset.clone(),
             target,
             action,
         });

@@ -12,6 +12,7 @@ pub mod catalog;
 // Markdown backticks would show literally.
 #[allow(clippy::print_stdout, clippy::print_stderr, clippy::doc_markdown)]
 pub mod cli;
+pub mod emulator;
 pub mod error;
 pub mod install;
 pub mod summary;

@@ -507,3 +507,78 @@ fn summary_base_option_and_missing_records() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("missing.json"));
 }
+
+#[test]
+fn summary_times_every_recorded_step_and_keeps_run_outputs_out_of_the_changes() {
+    let dir = ported_project();
+    let p = dir.path();
+    // A training run that wrote a checkpoint, an ignored folder, and a verify run on record.
+    let started = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(90);
+    fs::write(p.join(".gitignore"), "wandb/\n").unwrap();
+    // The port's new module and the .gitignore were written before the run.
+    let before = std::time::SystemTime::now() - std::time::Duration::from_hours(1);
+    for name in ["npu_utils.py", ".gitignore"] {
+        fs::File::options()
+            .write(true)
+            .open(p.join(name))
+            .and_then(|f| f.set_modified(before))
+            .unwrap();
+    }
+    fs::create_dir_all(p.join("outputs")).unwrap();
+    fs::write(p.join("outputs/replay_buffer.npz"), [0u8, 1, 2]).unwrap();
+    fs::create_dir_all(p.join("wandb/run-1")).unwrap();
+    fs::write(p.join("wandb/run-1/log.txt"), "x\n").unwrap();
+    let logs = p.join("migrate_to_cloudrobo/logs");
+    fs::create_dir_all(&logs).unwrap();
+    fs::write(
+        logs.join("train_20260101_100000.log"),
+        format!(
+            "# command: python train.py\n# started: {}\nstep 1\n# exit code: 0\n",
+            started.strftime("%Y-%m-%dT%H:%M:%S%z")
+        ),
+    )
+    .unwrap();
+    fs::write(
+        logs.join("verify-runs.jsonl"),
+        "{\"started_at\": \"2026-01-01T11:00:00Z\", \"finished_at\": \"2026-01-01T11:01:10Z\", \"modes\": [\"static\", \"runtime\"]}\n\
+         {\"started_at\": \"2026-01-01T11:05:00Z\", \"finished_at\": \"2026-01-01T11:05:20Z\", \"modes\": [\"static\", \"data\"]}\n",
+    )
+    .unwrap();
+    let out = npu_assets(&["summary", ".", "--stdout"], p);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    // Steps with a record have a time and say where it comes from; the rest say so.
+    assert!(
+        text.contains("| 5–6 | Verify runtime, pipeline and data (`npu-verify`) | 2026-01-01 11:00 UTC | 1m 30s | last report: 1 fail, 1 pass; time: 2 run(s) in `migrate_to_cloudrobo/logs/verify-runs.jsonl`, added up |"),
+        "{text}"
+    );
+    let train_row = text
+        .lines()
+        .find(|l| l.starts_with("| 7 |"))
+        .unwrap_or_default();
+    assert!(
+        train_row.contains("| 1m 3")
+            && train_row.contains("each log's `# started:` line to its last write"),
+        "{train_row}"
+    );
+    assert!(
+        text.contains("| 4 | `npu-progress --check-complete` | not recorded | not recorded |"),
+        "{text}"
+    );
+    assert!(!text.contains("| — |"), "{text}");
+    // The checkpoint is the run's output and the ignored folder is listed apart: neither is a change.
+    assert!(!text.contains("| `outputs/replay_buffer.npz` |"), "{text}");
+    assert!(
+        text.contains("1 untracked file(s) written while a training or verify run was going (its outputs): `outputs/replay_buffer.npz`."),
+        "{text}"
+    );
+    assert!(
+        text.contains("what `.gitignore` leaves out: `wandb/`."),
+        "{text}"
+    );
+    // A file written outside any run is still the port's own new code.
+    assert!(
+        text.contains("| added (untracked) | `npu_utils.py` | 2 | 0 |"),
+        "{text}"
+    );
+}

@@ -382,3 +382,85 @@ fn train_log_footer_stays_on_its_own_line() {
     let log = fs::read_to_string(&logs(&proj)[0]).unwrap();
     assert!(log.ends_with("\nno-newline\n# exit code: 0\n"), "{log}");
 }
+
+#[test]
+fn train_emulated_puts_the_emulator_on_the_path_and_says_so() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let show = [
+        "sh",
+        "-c",
+        "echo \"pp=$PYTHONPATH\"; echo \"cuda=[$CUDA_VISIBLE_DEVICES]\"; echo \"emulated=$NPU_PATCHER_EMULATED\"",
+    ];
+    // Switched on without an emulator: the launcher's own failure, with both ways to fix it.
+    let out = train(&sb, &proj, &show, &[("NPU_PATCHER_EMULATE", "1")]);
+    assert_eq!(out.status.code(), Some(125), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("npu-assets init . --emulator"), "{err}");
+    assert!(
+        err.contains("NPU_PATCHER_EMULATOR_DIR=<skill dir>/emulator"),
+        "{err}"
+    );
+    assert!(logs(&proj).is_empty(), "nothing ran, so nothing is logged");
+
+    // The shipped emulator, named by the variable.
+    let emulator = fs::canonicalize(template("../emulator")).unwrap();
+    let emulator_var = emulator.display().to_string();
+    let out = train(
+        &sb,
+        &proj,
+        &show,
+        &[
+            ("NPU_PATCHER_EMULATE", "yes"),
+            ("NPU_PATCHER_EMULATOR_DIR", &emulator_var),
+            ("PYTHONPATH", "/existing"),
+            ("CUDA_VISIBLE_DEVICES", "0"),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mig = fs::canonicalize(proj.join("migrate_to_cloudrobo")).unwrap();
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "pp={}:{}:/existing\n",
+            mig.display(),
+            emulator.display()
+        )),
+        "{text}"
+    );
+    assert!(
+        text.contains("cuda=[]\n") && text.contains("emulated=1\n"),
+        "{text}"
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("train.sh: EMULATED NPU: this run uses the emulated npu device"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the run above (exit 0) used the emulated npu device"),
+        "{err}"
+    );
+    let log = fs::read_to_string(&logs(&proj)[0]).unwrap();
+    assert!(log.contains("\n# EMULATED NPU: "), "{log}");
+
+    // The project's copy is found without the variable; off means off.
+    fs::create_dir_all(mig.join("emulator")).unwrap();
+    for package in ["npu_emulator", "torch_npu"] {
+        fs::create_dir_all(mig.join("emulator").join(package)).unwrap();
+        fs::write(mig.join("emulator").join(package).join("__init__.py"), "").unwrap();
+    }
+    let out = train(&sb, &proj, &show, &[("NPU_PATCHER_EMULATE", "1")]);
+    assert!(
+        stdout(&out).contains(&format!(
+            "pp={}:{}/emulator\n",
+            mig.display(),
+            mig.display()
+        )),
+        "{}",
+        stdout(&out)
+    );
+    let out = train(&sb, &proj, &show, &[("NPU_PATCHER_EMULATE", "0")]);
+    assert!(stdout(&out).contains("emulated=\n"), "{}", stdout(&out));
+    assert!(!stderr(&out).contains("EMULATED"), "{}", stderr(&out));
+}

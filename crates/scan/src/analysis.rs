@@ -647,6 +647,33 @@ pub fn try_each_expr<'a>(body: &'a [Stmt], f: impl FnMut(&'a Expr) -> ControlFlo
     each.done
 }
 
+/// The statement list of `body` (or of a block nested in it, nested functions and classes
+/// excluded) that holds `target` itself.
+pub fn block_of<'a>(body: &'a [Stmt], target: &Stmt) -> Option<&'a [Stmt]> {
+    if body.iter().any(|s| std::ptr::eq(s, target)) {
+        return Some(body);
+    }
+    body.iter().find_map(|stmt| {
+        let nested: Vec<&'a [Stmt]> = match stmt {
+            Stmt::For(s) => vec![&s.body, &s.orelse],
+            Stmt::AsyncFor(s) => vec![&s.body, &s.orelse],
+            Stmt::While(s) => vec![&s.body, &s.orelse],
+            Stmt::If(s) => vec![&s.body, &s.orelse],
+            Stmt::With(s) => vec![&s.body],
+            Stmt::AsyncWith(s) => vec![&s.body],
+            Stmt::Try(s) => {
+                let mut blocks: Vec<&'a [Stmt]> = vec![&s.body, &s.orelse, &s.finalbody];
+                for ast::ExceptHandler::ExceptHandler(h) in &s.handlers {
+                    blocks.push(&h.body);
+                }
+                blocks
+            }
+            _ => Vec::new(),
+        };
+        nested.into_iter().find_map(|b| block_of(b, target))
+    })
+}
+
 /// Every statement of `body`, nested blocks included (nested functions and classes
 /// excluded), in source order.
 pub fn statements<'a>(body: &'a [Stmt], out: &mut Vec<&'a Stmt>) {

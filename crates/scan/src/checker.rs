@@ -6,7 +6,7 @@ use crate::finding::locate;
 pub use crate::finding::{Finding, SourceFile};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
-use issue_model::{Fix, Related};
+use issue_model::Related;
 
 /// The context a rule's Python hooks get: the file, the semantic model, and where to report.
 pub struct Checker<'a> {
@@ -79,42 +79,6 @@ impl<'a> Checker<'a> {
         self.findings.push(finding);
         let last = self.findings.len() - 1;
         &mut self.findings[last]
-    }
-
-    /// Report like [`Checker::report`], except that a finding of the running rule already on
-    /// the same line gets this place in its `related[]` instead: one issue per line, so that
-    /// one edit of the line resolves it.
-    ///
-    /// The line's fixes merge too: the issue keeps a fix only when every site on the line has
-    /// one, so that applying it resolves the issue.
-    pub fn report_once_per_line(
-        &mut self,
-        range: TextRange,
-        message: impl Into<String>,
-        fix: Option<Fix>,
-    ) {
-        let (line, _) = self.file.position(range.start());
-        let current = self.current;
-        let related = self.related(range, "another site on this line");
-        if let Some(earlier) = self
-            .findings
-            .iter_mut()
-            .rev()
-            .find(|f| f.rule == current && f.line == line)
-        {
-            earlier.related.push(related);
-            earlier.fix = match (earlier.fix.take(), fix) {
-                (Some(mut a), Some(b)) if a.applicability == b.applicability => {
-                    a.edits.extend(b.edits);
-                    a.edits.sort_by_key(|e| (e.start, e.end));
-                    let overlap = a.edits.windows(2).any(|w| w[1].start < w[0].end);
-                    (!overlap).then_some(a)
-                }
-                _ => None,
-            };
-            return;
-        }
-        self.report(range, message).fix = fix;
     }
 
     /// A related place in this file, for [`Finding::related`].

@@ -476,6 +476,52 @@ fn stamp_fixes(findings: &mut [Finding], text: &str) {
     }
 }
 
+/// Several findings of one rule on one line become one: the first (leftmost), with the others'
+/// places (and their own related places) in its `related[]`, so that one edit of the line resolves
+/// one issue. A merged finding whose message differs keeps that message as the place's note.
+/// `findings` must be sorted by file, line and column.
+pub(crate) fn one_per_line(findings: Vec<Finding>) -> Vec<Finding> {
+    let mut merged: Vec<Finding> = Vec::with_capacity(findings.len());
+    let mut first: HashMap<(String, u32, &'static str), usize> = HashMap::new();
+    for f in findings {
+        let key = (f.file.clone(), f.line, f.rule);
+        let Some(&at) = first.get(&key) else {
+            first.insert(key, merged.len());
+            merged.push(f);
+            continue;
+        };
+        let earlier = &mut merged[at];
+        // The issue keeps a fix only when every site on the line has one, so that applying
+        // it resolves the issue.
+        earlier.fix = match (earlier.fix.take(), f.fix) {
+            (Some(mut a), Some(b)) if a.applicability == b.applicability => {
+                a.edits.extend(b.edits);
+                a.edits.sort_by_key(|e| (e.start, e.end));
+                let overlap = a.edits.windows(2).any(|w| w[1].start < w[0].end);
+                (!overlap).then_some(a)
+            }
+            _ => None,
+        };
+        let note = if f.message == earlier.message {
+            "another site on this line".to_owned()
+        } else {
+            f.message
+        };
+        let place = issue_model::Related {
+            file: f.file,
+            line: f.line,
+            column: f.column,
+            note,
+        };
+        for related in std::iter::once(place).chain(f.related) {
+            if !earlier.related.contains(&related) {
+                earlier.related.push(related);
+            }
+        }
+    }
+    merged
+}
+
 /// Sort findings and turn them into pending issues with fingerprints and unique short ids.
 pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
     findings.sort_by(|a, b| {
@@ -499,6 +545,7 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             ))
     });
     findings.dedup();
+    let findings = one_per_line(findings);
     let mut occurrences: HashMap<(String, String, Option<String>, String), usize> = HashMap::new();
     let mut taken: BTreeSet<String> = BTreeSet::new();
     let mut issues = Vec::with_capacity(findings.len());
@@ -550,4 +597,74 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
         });
     }
     issues
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Finding;
+
+    #[test]
+    fn findings_of_one_rule_on_one_line_become_one_with_the_others_related() {
+        let finding = |rule: &'static str, line: u32, column: u32, message: &str| Finding {
+            rule,
+            file: "a.py".into(),
+            line,
+            column,
+            end_line: line,
+            end_column: column + 3,
+            symbol: None,
+            snippet: "x".into(),
+            message: message.into(),
+            related: Vec::new(),
+            fix: None,
+        };
+        let merged = super::one_per_line(vec![
+            finding("P_F64", 3, 5, "m"),
+            finding("P_DEV", 3, 9, "d"),
+            finding("P_F64", 3, 20, "m"),
+            finding("P_F64", 3, 30, "other"),
+            finding("P_F64", 4, 5, "m"),
+        ]);
+        let kept: Vec<(&str, u32, u32)> =
+            merged.iter().map(|f| (f.rule, f.line, f.column)).collect();
+        assert_eq!(kept, [("P_F64", 3, 5), ("P_DEV", 3, 9), ("P_F64", 4, 5)]);
+        let related: Vec<(u32, &str)> = merged[0]
+            .related
+            .iter()
+            .map(|r| (r.column, r.note.as_str()))
+            .collect();
+        assert_eq!(related, [(20, "another site on this line"), (30, "other")]);
+        assert!(merged[1].related.is_empty() && merged[2].related.is_empty());
+    }
+
+    #[test]
+    fn a_merged_line_keeps_a_fix_only_when_every_site_has_one() {
+        let finding = |column: u32, fix: Option<issue_model::Fix>| Finding {
+            rule: "P_F64",
+            file: "a.py".into(),
+            line: 1,
+            column,
+            end_line: 1,
+            end_column: column + 3,
+            symbol: None,
+            snippet: "x".into(),
+            message: "m".into(),
+            related: Vec::new(),
+            fix,
+        };
+        let edit = |start: u32| {
+            let range = crate::source::TextRange::new(start.into(), (start + 6).into());
+            Some(crate::fix::replacement(
+                issue_model::Applicability::Unsafe,
+                "f",
+                range,
+                "float",
+            ))
+        };
+        let both = super::one_per_line(vec![finding(1, edit(2)), finding(20, edit(21))]);
+        let edits = &both[0].fix.as_ref().map(|f| f.edits.len());
+        assert_eq!(*edits, Some(2));
+        let one = super::one_per_line(vec![finding(1, edit(2)), finding(20, None)]);
+        assert_eq!(one[0].fix, None);
+    }
 }

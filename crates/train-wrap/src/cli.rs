@@ -5,6 +5,7 @@
 use crate::{Error, Result, env, launch, log};
 use clap::Parser;
 use issue_model::cli_support::{self, ColorChoice};
+use patch_assets::emulator;
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::PathBuf;
@@ -15,6 +16,7 @@ Examples:
   npu-train python train.py --config configs/train.yaml
   npu-train torchrun --nproc_per_node 8 train.py
   npu-train --dry-run                      print the environment it would set
+  npu-train --emulate-npu python train.py  no NPU here: run on the emulated npu device (CPU torch)
 
 What it does, like migrate_to_cloudrobo/train.sh:
   sources migrate_to_cloudrobo/env_npu.sh with bash and runs the command in the resulting
@@ -22,6 +24,12 @@ What it does, like migrate_to_cloudrobo/train.sh:
   in order) to migrate_to_cloudrobo/logs/train_<YYYYmmdd_HHMMSS>.log while showing them.
   It also forwards Ctrl-C, SIGTERM and SIGHUP to the command's whole process group. The command
   runs in its own process group, so it cannot read from the terminal (no interactive pdb).
+
+--emulate-npu (or NPU_PATCHER_EMULATE=1, the switch train.sh reads too) also puts the emulated
+npu device and a stand-in torch_npu on PYTHONPATH, hides CUDA devices, and says on stderr and in
+the log that the run is emulated. The emulator is $NPU_PATCHER_EMULATOR_DIR, else
+migrate_to_cloudrobo/emulator/ (npu-assets init --emulator), else the release bundle's emulator/,
+else the copy built into npu-train: the same search npu-verify --emulate-npu makes.
 
 Exit status: the command's own; 128+N if signal N ended it; 125 npu-train failed (bad usage,
 no migrate_to_cloudrobo/, env_npu.sh failed, log not writable); 126 the command cannot be run;
@@ -47,6 +55,9 @@ pub struct Cli {
     /// Print the environment it would set (as `export NAME=value` lines) and exit.
     #[arg(long)]
     pub dry_run: bool,
+    /// Run on the emulated npu device on the CPU (no NPU needed); also NPU_PATCHER_EMULATE=1.
+    #[arg(long)]
+    pub emulate_npu: bool,
     /// The launch command and its arguments, passed through unchanged.
     #[arg(
         value_name = "COMMAND",
@@ -97,10 +108,26 @@ fn usage(cli: &Cli) -> Result<()> {
 
 fn launch(cli: &Cli) -> Result<u8> {
     let current: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    let plan = env::plan(&cli.project, &current)?;
+    let mut plan = env::plan(&cli.project, &current)?;
     for note in &plan.notes {
         eprintln!("npu-train: warning: {note}");
     }
+    let switch = std::env::var(emulator::SWITCH).ok();
+    // Held for the whole run: an extracted copy lives as long as this value.
+    let emulated = if cli.emulate_npu || emulator::switch_is_on(switch.as_deref()) {
+        let found = emulator::locate_here(&cli.project)?;
+        env::emulate(&mut plan, &found.dir, &current);
+        Some(found)
+    } else {
+        None
+    };
+    let banner = emulated.as_ref().map(|e| {
+        format!(
+            "EMULATED NPU: this run uses the emulated npu device on the CPU ({}, from {}), not an Ascend NPU; it checks control flow, devices and dtypes, not numerics, speed or memory",
+            e.dir.display(),
+            e.origin
+        )
+    });
     if let Ok(devices) = std::env::var("ASCEND_RT_VISIBLE_DEVICES")
         && let Some(warning) = env::check_visible_devices(&devices)
     {
@@ -111,6 +138,9 @@ fn launch(cli: &Cli) -> Result<u8> {
         .clone()
         .unwrap_or_else(|| plan.migrate_dir.join("logs"));
     if cli.dry_run {
+        if let Some(banner) = &banner {
+            println!("# {banner}");
+        }
         print!("{}", env::render(&plan));
         if !cli.command.is_empty() {
             println!("# command: {}", log::command_line(&cli.command));
@@ -118,11 +148,21 @@ fn launch(cli: &Cli) -> Result<u8> {
         println!("# log: {}", log::next_name(&log_dir).display());
         return Ok(0);
     }
-    let log = log::create(&log_dir, &cli.command)?;
+    let mut log = log::create(&log_dir, &cli.command)?;
+    if let Some(banner) = &banner {
+        eprintln!("npu-train: {banner}");
+        log::note(&mut log, banner)?;
+    }
     eprintln!("npu-train: logging to {}", log.path.display());
     let finished = launch::run(&cli.command, &plan, Some(log))?;
     for note in &finished.notes {
         eprintln!("npu-train: warning: {note}");
+    }
+    if banner.is_some() {
+        eprintln!(
+            "npu-train: EMULATED NPU: the run above (exit {}) used the emulated npu device, not an Ascend NPU",
+            finished.code
+        );
     }
     Ok(finished.code)
 }

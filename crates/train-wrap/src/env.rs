@@ -87,6 +87,33 @@ pub fn plan(project: &Path, current: &BTreeMap<OsString, OsString>) -> Result<Pl
     })
 }
 
+/// Run emulated: `emulator` goes on `PYTHONPATH` right after `migrate_to_cloudrobo/` (so
+/// `import torch_npu` loads the stand-in), plus the environment of an emulated run
+/// ([`patch_assets::emulator::RUN_ENV`]).
+pub fn emulate(plan: &mut Plan, emulator: &Path, current: &BTreeMap<OsString, OsString>) {
+    let key = OsString::from("PYTHONPATH");
+    let now = match plan.changes.get(&key) {
+        Some(change) => change.clone(),
+        None => current.get(&key).cloned(),
+    };
+    // The list without migrate_to_cloudrobo/, then both in front, in that order.
+    let rest: Vec<&[u8]> = now
+        .as_deref()
+        .map(|list| {
+            list.as_bytes()
+                .split(|&b| b == b':')
+                .filter(|p| !p.is_empty() && *p != plan.migrate_dir.as_os_str().as_bytes())
+                .collect()
+        })
+        .unwrap_or_default();
+    let with_emulator = prepend_path(emulator, Some(OsStr::from_bytes(&rest.join(&b':'))));
+    let python_path = prepend_path(&plan.migrate_dir, Some(&with_emulator));
+    plan.changes.insert(key, Some(python_path));
+    for (name, value) in patch_assets::emulator::RUN_ENV {
+        plan.changes.insert(name.into(), Some(value.into()));
+    }
+}
+
 fn builtin_env_file() -> Result<tempfile::NamedTempFile> {
     let bytes = patch_assets::get("templates/env_npu.sh").unwrap_or_default();
     let write_err = |source| Error::Write {
@@ -228,6 +255,45 @@ mod tests {
             .iter()
             .map(|(k, v)| (OsString::from(k), OsString::from(v)))
             .collect()
+    }
+
+    #[test]
+    fn emulate_puts_the_emulator_right_after_the_migrate_dir() {
+        let mut plan = Plan {
+            migrate_dir: PathBuf::from("/p/migrate_to_cloudrobo"),
+            ..Plan::default()
+        };
+        plan.changes.insert(
+            "PYTHONPATH".into(),
+            Some("/p/migrate_to_cloudrobo:/user/lib".into()),
+        );
+        emulate(&mut plan, Path::new("/skill/emulator"), &map(&[]));
+        assert_eq!(
+            plan.changes[OsStr::new("PYTHONPATH")].as_deref(),
+            Some(OsStr::new(
+                "/p/migrate_to_cloudrobo:/skill/emulator:/user/lib"
+            ))
+        );
+        assert_eq!(
+            plan.changes[OsStr::new("CUDA_VISIBLE_DEVICES")].as_deref(),
+            Some(OsStr::new(""))
+        );
+        assert_eq!(
+            plan.changes[OsStr::new("NPU_PATCHER_EMULATED")].as_deref(),
+            Some(OsStr::new("1"))
+        );
+
+        // Unchanged PYTHONPATH (already right in the caller's environment) is read from there.
+        let mut plan = Plan {
+            migrate_dir: PathBuf::from("/p/migrate_to_cloudrobo"),
+            ..Plan::default()
+        };
+        let current = map(&[("PYTHONPATH", "/p/migrate_to_cloudrobo")]);
+        emulate(&mut plan, Path::new("/e"), &current);
+        assert_eq!(
+            plan.changes[OsStr::new("PYTHONPATH")].as_deref(),
+            Some(OsStr::new("/p/migrate_to_cloudrobo:/e"))
+        );
     }
 
     #[test]

@@ -30,6 +30,8 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot set up the emulated npu device: {0}")]
+    Emulator(#[from] patch_assets::Error),
     #[error("cannot set up signal forwarding: {0}")]
     Signals(#[source] std::io::Error),
     #[error("{command}: command not found")]

@@ -67,3 +67,11 @@ pub fn create(dir: &Path, command: &[OsString]) -> Result<Log> {
     .map_err(err(&path))?;
     Ok(Log { path, file })
 }
+
+/// A `# ` header line after the command and start time (e.g. that the run is emulated).
+pub fn note(log: &mut Log, text: &str) -> Result<()> {
+    writeln!(log.file, "# {text}").map_err(|source| Error::Write {
+        path: log.path.clone(),
+        source,
+    })
+}

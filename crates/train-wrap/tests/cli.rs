@@ -420,3 +420,73 @@ fn a_malformed_device_list_is_warned_about_and_passed_on_unchanged() {
         stderr(&out)
     );
 }
+
+#[test]
+fn emulate_npu_runs_with_the_emulator_on_the_path_and_says_so() {
+    let p = Project::new();
+    let show = [
+        "sh",
+        "-c",
+        "echo \"pp=$PYTHONPATH\"; echo \"cuda=[$CUDA_VISIBLE_DEVICES]\"; test -f \"${PYTHONPATH#*:}/torch_npu/__init__.py\"",
+    ];
+    // No copy in the project and not in a bundle: the copy built into npu-train, extracted.
+    let mut args = vec!["--emulate-npu"];
+    args.extend(show);
+    let out = p.run(&args);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains("npu-train: EMULATED NPU: this run uses the emulated npu device")
+            && err.contains("from the copy built into this binary"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the run above (exit 0) used the emulated npu device"),
+        "{err}"
+    );
+    let mig = fs::canonicalize(p.mig()).unwrap();
+    let text = stdout(&out);
+    assert!(text.contains(&format!("pp={}:", mig.display())), "{text}");
+    assert!(text.contains("cuda=[]\n"), "{text}");
+    assert!(p.only_log().contains("\n# EMULATED NPU: "));
+
+    // The one switch does the same, and a copy in the project wins over the built-in one.
+    for package in ["npu_emulator", "torch_npu"] {
+        let dir = p.mig().join("emulator").join(package);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("__init__.py"), "").unwrap();
+    }
+    let out = p
+        .command(&["--dry-run"])
+        .env("NPU_PATCHER_EMULATE", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!(
+            "export PYTHONPATH={}:{}/emulator\n",
+            mig.display(),
+            mig.display()
+        )),
+        "{text}"
+    );
+    assert!(text.starts_with("# EMULATED NPU: "), "{text}");
+    assert!(
+        text.contains("from the project's migrate_to_cloudrobo/emulator"),
+        "{text}"
+    );
+
+    // A variable that names no emulator is the launcher's failure, naming the variable.
+    let out = p
+        .command(&["--emulate-npu", "true"])
+        .env("NPU_PATCHER_EMULATOR_DIR", "/no/such/dir")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125));
+    assert!(
+        stderr(&out).contains("NPU_PATCHER_EMULATOR_DIR=/no/such/dir does not hold the emulator"),
+        "{}",
+        stderr(&out)
+    );
+}

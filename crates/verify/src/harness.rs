@@ -16,6 +16,8 @@ use std::time::{Duration, Instant};
 /// Files a harness run needs, extracted into a private temporary directory.
 pub struct Workspace {
     dir: tempfile::TempDir,
+    /// The emulator this run uses, once asked for.
+    emulator: Option<patch_assets::emulator::Emulator>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -39,20 +41,34 @@ impl Workspace {
             .tempdir()
             .map_err(Error::TempDir)?;
         extract_dir("harness", dir.path())?;
-        Ok(Workspace { dir })
+        Ok(Workspace {
+            dir,
+            emulator: None,
+        })
     }
 
     pub fn path(&self) -> &Path {
         self.dir.path()
     }
 
-    /// The emulator's folder (`npu_emulator`, the stand-in `torch_npu`), extracted on first use.
-    pub fn emulator(&self) -> Result<PathBuf, Error> {
-        let dir = self.path().join("emulator");
-        if !dir.is_dir() {
-            extract_dir("emulator", self.path())?;
+    /// [`Workspace::emulator`] was already found.
+    pub fn has_emulator(&self) -> bool {
+        self.emulator.is_some()
+    }
+
+    /// The emulator (`npu_emulator`, the stand-in `torch_npu`) for `project`: the same copy
+    /// `npu-train --emulate-npu` would use (`patch_assets::emulator` documents the search).
+    pub fn emulator(
+        &mut self,
+        project: &Path,
+    ) -> Result<&patch_assets::emulator::Emulator, patch_assets::Error> {
+        if self.emulator.is_none() {
+            self.emulator = Some(patch_assets::emulator::locate_here(project)?);
         }
-        Ok(dir)
+        Ok(self
+            .emulator
+            .as_ref()
+            .unwrap_or_else(|| unreachable!("set just above")))
     }
 
     /// The shipped `runtime_patches.py`, for projects without their own copy.

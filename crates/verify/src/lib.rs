@@ -41,6 +41,7 @@ pub enum Error {
 /// Run every check asked for, print the report, write it to `migrate_to_cloudrobo/`, and return
 /// the exit code (0 pass, 1 a check failed, 2 could not run).
 pub fn run(args: &Args) -> Result<u8, Error> {
+    let started = issue_model::now_rfc3339();
     let report = verify(args)?;
     match args.format {
         Format::Text => output::stdout(&report.to_text()),
@@ -64,6 +65,7 @@ pub fn run(args: &Args) -> Result<u8, Error> {
             }
         })?;
         output::progress(args.quiet, &format!("report written to {}", path.display()));
+        record_run(&dir, &started, &report);
     } else {
         output::progress(
             args.quiet,
@@ -74,6 +76,39 @@ pub fn run(args: &Args) -> Result<u8, Error> {
         );
     }
     Ok(u8::try_from(report.exit_code()).unwrap_or(2))
+}
+
+/// Where each run is recorded, one JSON object a line, for the adaptation summary's timing.
+pub const RUNS_LOG: &str = "logs/verify-runs.jsonl";
+
+/// Append this run's record to [`RUNS_LOG`]: when it started and finished, its modes, its counts.
+/// A record that cannot be written costs only the summary's timing, so it is not an error.
+fn record_run(migrate_dir: &Path, started: &str, report: &Report) {
+    use std::io::Write;
+    let path = migrate_dir.join(RUNS_LOG);
+    let line = serde_json::json!({
+        "started_at": started,
+        "finished_at": issue_model::now_rfc3339(),
+        "modes": report.modes,
+        "emulated": report.emulated,
+        "summary": report.summary,
+    });
+    let appended = path
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|()| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&path)
+        })
+        .and_then(|mut file| writeln!(file, "{line}"));
+    if let Err(e) = appended {
+        output::progress(
+            false,
+            &format!("warning: cannot record this run in {}: {e}", path.display()),
+        );
+    }
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {

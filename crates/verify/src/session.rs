@@ -55,13 +55,26 @@ impl Session<'_> {
 
     fn base_request(&mut self) -> Option<serde_json::Value> {
         let emulator = if self.args.emulate_npu {
-            match self.workspace.emulator() {
-                Ok(dir) => Some(dir.display().to_string()),
+            let first = !self.workspace.has_emulator();
+            match self.workspace.emulator(&self.root) {
+                Ok(found) => {
+                    if first {
+                        output::progress(
+                            self.args.quiet,
+                            &format!(
+                                "emulated npu device from {} ({})",
+                                found.origin,
+                                found.dir.display()
+                            ),
+                        );
+                    }
+                    Some(found.dir.display().to_string())
+                }
                 Err(e) => {
                     self.report.checks.push(Check::fail(
                         "emulator",
                         e.to_string(),
-                        "use a release build of npu-verify",
+                        "point NPU_PATCHER_EMULATOR_DIR at <skill dir>/emulator, or unset it",
                     ));
                     self.report.incomplete = true;
                     return None;

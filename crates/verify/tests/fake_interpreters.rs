@@ -108,6 +108,17 @@ fn a_good_project_passes_statically_and_gets_its_report_file() {
     )
     .unwrap();
     assert_eq!(written["checks"], report["checks"]);
+    // Each run is also recorded, one line each, for the adaptation summary's timing.
+    let runs =
+        std::fs::read_to_string(root.join("migrate_to_cloudrobo/logs/verify-runs.jsonl")).unwrap();
+    let lines: Vec<serde_json::Value> = runs
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{runs}");
+    assert_eq!(lines[0]["modes"], serde_json::json!(["static"]));
+    assert!(lines[0]["started_at"].as_str().unwrap() <= lines[0]["finished_at"].as_str().unwrap());
+    assert_eq!(lines[0]["summary"]["fail"], 0);
 }
 
 #[test]

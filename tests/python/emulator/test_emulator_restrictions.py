@@ -61,7 +61,7 @@ def test_index_with_cpu_indices(npu: torch.device) -> None:
     idx = torch.tensor([0, 2])
     with pytest.raises(EmulatedNPUError) as caught:
         x[idx]
-    _assert_message(caught.value, "npu:0 and cpu", "SKILL-seed.md, TensorIndexDevice")
+    _assert_message(caught.value, "npu:0 and cpu", "SKILL.md, Runtime Patches, TensorIndexDevice")
     assert x[idx.to(npu)].tolist() == [0.0, 2.0]
     assert x[1].item() == 1.0  # Python ints are fine
     with npu_emulator.restrictions(index_device=False):
@@ -196,7 +196,7 @@ def test_nan_to_num_on_half_precision(npu: torch.device, dtype: torch.dtype) -> 
     x = torch.tensor([float("nan"), float("inf"), 1.0], dtype=dtype, device=npu)
     with pytest.raises(EmulatedNPUError) as caught:
         torch.nan_to_num(x)
-    _assert_message(caught.value, "nan_to_num", "SKILL-seed.md, NanToNumSafe")
+    _assert_message(caught.value, "nan_to_num", "SKILL.md, Runtime Patches, NanToNumSafe")
     with pytest.raises(EmulatedNPUError):
         x.nan_to_num_()
     assert torch.nan_to_num(x.float(), nan=0.0).tolist()[0] == 0.0
@@ -209,7 +209,7 @@ def test_pow_fractional_exponent(npu: torch.device, dtype: torch.dtype) -> None:
     x = torch.arange(4, device=npu).to(dtype)
     with pytest.raises(EmulatedNPUError) as caught:
         torch.pow(x, 0.5)
-    _assert_message(caught.value, "fractional exponent", "SKILL-seed.md, PowFloatSafe")
+    _assert_message(caught.value, "fractional exponent", "SKILL.md, Runtime Patches, PowFloatSafe")
     with pytest.raises(EmulatedNPUError):
         x**1.5
     with pytest.raises(EmulatedNPUError):

@@ -1,5 +1,6 @@
 //! The code inventory: what changed in the project since the port started, from git.
 
+use super::records::Span;
 use crate::error::{Error, Result};
 use crate::install::MIGRATE_DIR;
 use std::fs;
@@ -59,6 +60,11 @@ pub struct Inventory {
     pub base_why: String,
     /// Sorted by path.
     pub changes: Vec<Change>,
+    /// Untracked files written while a training or verify run was going: its outputs
+    /// (checkpoints, dumps), not code. Sorted.
+    pub artifacts: Vec<String>,
+    /// What `.gitignore` leaves out (folders as `dir/`), never counted. Sorted.
+    pub ignored: Vec<String>,
 }
 
 /// The inventory of `project` against `base` (or the detected start of the port).
@@ -68,6 +74,7 @@ pub struct Inventory {
 pub fn inventory(
     project: &Path,
     base: Option<&str>,
+    runs: &[Span],
 ) -> Result<std::result::Result<Inventory, String>> {
     if let Err(e) = git(project, &["rev-parse", "--is-inside-work-tree"]) {
         return Ok(Err(format!("no git inventory: {e}")));
@@ -109,7 +116,15 @@ pub fn inventory(
             project,
             &["ls-files", "--others", "--exclude-standard", "-z"],
         )?;
+        let mut artifacts = Vec::new();
         for path in untracked.split('\0').filter(|p| !p.is_empty()) {
+            if is_record(path) {
+                continue;
+            }
+            if written_during(&project.join(path), runs) {
+                artifacts.push(path.to_owned());
+                continue;
+            }
             let lines = count_lines(&project.join(path));
             changes.push(Change {
                 path: path.to_owned(),
@@ -120,6 +135,35 @@ pub fn inventory(
         }
         changes.retain(|c| !is_record(&c.path));
         changes.sort_by(|a, b| a.path.cmp(&b.path));
+        artifacts.sort();
+        let ignored = git(
+            project,
+            &[
+                "ls-files",
+                "--others",
+                "--ignored",
+                "--exclude-standard",
+                "--directory",
+                "-z",
+            ],
+        )?;
+        let mut ignored: Vec<String> = ignored
+            .split('\0')
+            .filter(|p| !p.is_empty() && !p.ends_with("__pycache__/"))
+            .map(str::to_owned)
+            .collect();
+        ignored.sort();
+        // A folder stands for everything in it (git may list both).
+        let folders: Vec<String> = ignored
+            .iter()
+            .filter(|p| p.ends_with('/'))
+            .cloned()
+            .collect();
+        ignored.retain(|p| {
+            !folders
+                .iter()
+                .any(|f| p.len() > f.len() && p.starts_with(f.as_str()))
+        });
         let short = if base == EMPTY_TREE {
             "empty tree".to_owned()
         } else {
@@ -129,6 +173,8 @@ pub fn inventory(
             base: short,
             base_why: base_why.clone(),
             changes,
+            artifacts,
+            ignored,
         })
     })();
     Ok(result.map_err(|e| format!("no git inventory: {e}")))
@@ -251,6 +297,18 @@ fn join(status: &[(Kind, String)], numstat: &[(String, Option<u64>, Option<u64>)
 
 fn is_record(path: &str) -> bool {
     RECORDS.contains(&path) || path.starts_with(&format!("{MIGRATE_DIR}/logs/"))
+}
+
+/// The file was last written while one of `runs` was going.
+fn written_during(path: &Path, runs: &[Span]) -> bool {
+    let Some(at) = fs::metadata(path)
+        .and_then(|m| m.modified())
+        .ok()
+        .and_then(|t| jiff::Timestamp::try_from(t).ok())
+    else {
+        return false;
+    };
+    runs.iter().any(|r| r.contains(at))
 }
 
 /// Lines of a text file; `None` for binary or very large files.

@@ -55,6 +55,8 @@ pub struct Inputs {
     pub verify_path: String,
     pub verify: records::Verify,
     pub runs: records::Runs,
+    /// Every recorded `npu-verify` run.
+    pub verify_runs: Vec<records::Span>,
     /// When `npu-assets init` created `migrate_to_cloudrobo/`.
     pub created_at: Option<String>,
     pub now: jiff::Timestamp,
@@ -106,6 +108,11 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         .verify_report
         .clone()
         .unwrap_or_else(|| project.join(MIGRATE_DIR).join(VERIFY_REPORT));
+    let logs = project.join(MIGRATE_DIR).join("logs");
+    let runs = records::read_runs(&logs);
+    let verify_runs = records::read_verify_runs(&logs.join("verify-runs.jsonl"));
+    // Files written while the program ran under the tools are the run's output, not the port's.
+    let run_spans: Vec<records::Span> = runs.spans.iter().chain(&verify_runs).copied().collect();
     let project_name = fs::canonicalize(project)
         .ok()
         .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
@@ -114,10 +121,11 @@ pub fn gather(opts: &Options) -> Result<Inputs> {
         project_name,
         issues,
         issues_looked: candidates.iter().map(|p| p.display().to_string()).collect(),
-        inventory: git::inventory(project, opts.base.as_deref())?,
+        inventory: git::inventory(project, opts.base.as_deref(), &run_spans)?,
         verify: records::read_verify(&verify_path),
         verify_path: verify_path.display().to_string(),
-        runs: records::read_runs(&project.join(MIGRATE_DIR).join("logs")),
+        runs,
+        verify_runs,
         created_at: install::created_at(project),
         now: jiff::Timestamp::now(),
     })

@@ -1,6 +1,8 @@
-//! The other records the summary reads: the last verify report and the training logs.
-//! Both are read leniently: a record in an unexpected shape becomes a note, never an error.
+//! The other records the summary reads: the last verify report, the record of every verify run
+//! and the training logs. All are read leniently: a record in an unexpected shape becomes a note
+//! or is left out, never an error.
 
+use jiff::Timestamp;
 use serde_json::Value;
 use std::fs;
 use std::io::{Read, Seek, SeekFrom};
@@ -71,6 +73,21 @@ fn field(v: &Value, names: &[&str]) -> Option<String> {
     })
 }
 
+/// When one run started and ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Span {
+    pub started: Timestamp,
+    pub finished: Timestamp,
+}
+
+impl Span {
+    /// `at` falls in the span (with two seconds' slack for file-time granularity).
+    pub fn contains(&self, at: Timestamp) -> bool {
+        let slack = jiff::SignedDuration::from_secs(2);
+        at >= self.started - slack && at <= self.finished + slack
+    }
+}
+
 /// The training runs logged under `migrate_to_cloudrobo/logs/` by train.sh and npu-train.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Runs {
@@ -80,6 +97,38 @@ pub struct Runs {
     pub first_started: Option<String>,
     /// `# exit code:` of the last log; `None` while running or when killed before writing it.
     pub last_exit: Option<String>,
+    /// Each log's `# started:` line to its last write (the launcher's `# exit code:` footer),
+    /// for the logs that have both.
+    pub spans: Vec<Span>,
+}
+
+/// The `npu-verify` runs recorded in `migrate_to_cloudrobo/logs/verify-runs.jsonl`.
+pub fn read_verify_runs(path: &Path) -> Vec<Span> {
+    let Ok(text) = fs::read_to_string(path) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|line| {
+            let record: Value = serde_json::from_str(line).ok()?;
+            let at = |name: &str| record.get(name)?.as_str()?.parse::<Timestamp>().ok();
+            let (started, finished) = (at("started_at")?, at("finished_at")?);
+            (finished >= started).then_some(Span { started, finished })
+        })
+        .collect()
+}
+
+/// The header time train.sh and npu-train write: `2026-01-01T10:00:00+0000`.
+fn parse_started(text: &str) -> Option<Timestamp> {
+    jiff::fmt::strtime::parse("%Y-%m-%dT%H:%M:%S%z", text)
+        .ok()?
+        .to_timestamp()
+        .ok()
+        .or_else(|| text.parse().ok())
+}
+
+fn modified(path: &Path) -> Option<Timestamp> {
+    let time = fs::metadata(path).ok()?.modified().ok()?;
+    Timestamp::try_from(time).ok()
 }
 
 pub fn read_runs(logs_dir: &Path) -> Runs {
@@ -99,10 +148,21 @@ pub fn read_runs(logs_dir: &Path) -> Runs {
         .last()
         .and_then(|n| tail(&logs_dir.join(n)))
         .and_then(|text| tagged(&text, "# exit code:"));
+    let spans = logs
+        .iter()
+        .filter_map(|n| {
+            let path = logs_dir.join(n);
+            let started = tagged(&head(&path)?, "# started:").and_then(|t| parse_started(&t))?;
+            tagged(&tail(&path)?, "# exit code:")?;
+            let finished = modified(&path)?;
+            (finished >= started).then_some(Span { started, finished })
+        })
+        .collect();
     Runs {
         logs,
         first_started,
         last_exit,
+        spans,
     }
 }
 
@@ -178,10 +238,35 @@ mod tests {
         fs::write(dir.path().join("other.txt"), "x").unwrap();
         let runs = read_runs(dir.path());
         assert_eq!(runs.logs.len(), 2);
+        // Each run spans its start line to the log's last write (now, for these files).
+        assert_eq!(runs.spans.len(), 2);
+        assert_eq!(runs.spans[0].started.to_string(), "2026-01-01T10:00:00Z");
+        assert!(runs.spans[0].finished > runs.spans[0].started);
         assert_eq!(
             runs.first_started.as_deref(),
             Some("2026-01-01T10:00:00+0000")
         );
         assert_eq!(runs.last_exit.as_deref(), Some("0"));
+    }
+
+    #[test]
+    fn verify_runs_are_read_one_a_line_and_bad_lines_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("verify-runs.jsonl");
+        assert!(read_verify_runs(&path).is_empty());
+        fs::write(
+            &path,
+            "{\"started_at\": \"2026-01-01T10:00:00Z\", \"finished_at\": \"2026-01-01T10:01:30Z\"}\nnot json\n\
+             {\"started_at\": \"2026-01-01T11:00:00Z\"}\n",
+        )
+        .unwrap();
+        let runs = read_verify_runs(&path);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(
+            runs[0].finished.duration_since(runs[0].started).as_secs(),
+            90
+        );
+        assert!(runs[0].contains("2026-01-01T10:01:31Z".parse().unwrap()));
+        assert!(!runs[0].contains("2026-01-01T10:05:00Z".parse().unwrap()));
     }
 }

@@ -2,7 +2,7 @@
 
 use super::Inputs;
 use super::git::Inventory;
-use super::records::Verify;
+use super::records::{Span, Verify};
 use super::timing::{self, format_duration, format_time};
 use issue_model::{HistoryStatus, Issue, Status};
 use jiff::{SignedDuration, Timestamp};
@@ -79,6 +79,16 @@ fn count(issues: &[Issue], status: Status) -> usize {
     issues.iter().filter(|i| i.status == status).count()
 }
 
+/// "not recorded", where the tools kept no time.
+const NOT_RECORDED: &str = "not recorded";
+
+fn span_total(spans: &[Span]) -> Option<SignedDuration> {
+    spans
+        .iter()
+        .map(|s| s.finished.duration_since(s.started))
+        .reduce(|a, b| a + b)
+}
+
 fn workflow(inputs: &Inputs) -> String {
     let issues = all_issues(inputs);
     let histories: Vec<&[issue_model::HistoryEntry]> =
@@ -92,85 +102,98 @@ fn workflow(inputs: &Inputs) -> String {
         .reduce(|a, b| a + b);
     let pending = count(issues, Status::Pending);
 
-    let when = |t: Option<Timestamp>| t.map_or_else(|| "—".to_owned(), format_time);
+    let when = |t: Option<Timestamp>| t.map_or_else(|| NOT_RECORDED.to_owned(), format_time);
+    let took =
+        |d: Option<SignedDuration>| d.map_or_else(|| NOT_RECORDED.to_owned(), format_duration);
     let mut rows: Vec<[String; 5]> = Vec::new();
+    let created = inputs.created_at.as_deref().and_then(|t| t.parse().ok());
     rows.push([
         "1".into(),
         "Create `migrate_to_cloudrobo/` (`npu-assets init`)".into(),
-        when(inputs.created_at.as_deref().and_then(|t| t.parse().ok())),
-        "—".into(),
-        if inputs.created_at.is_some() {
-            "recorded by `npu-assets init`".into()
+        when(created),
+        NOT_RECORDED.into(),
+        if created.is_some() {
+            "start: `migrate_to_cloudrobo/.npu-assets.json` (written by `npu-assets init`)".into()
         } else {
-            "not recorded".into()
+            "no record of `npu-assets init`".into()
         },
     ]);
     let scan_record = match &inputs.issues {
-        Some((path, file)) => format!("`{path}`: {} issues", file.issues.len()),
+        Some((path, file)) => format!(
+            "start: the first `found` in `{path}`'s issue histories; {} issues",
+            file.issues.len()
+        ),
         None => "no issues.json".into(),
     };
     rows.push([
         "2".into(),
         "Scan (`npu-scan`)".into(),
         when(scanned),
-        "—".into(),
+        NOT_RECORDED.into(),
         scan_record,
     ]);
     let span = match (fix_start, fix_end) {
-        (Some(a), Some(b)) if b >= a => format_duration(b.duration_since(a)),
-        _ => "—".into(),
+        (Some(a), Some(b)) if b >= a => Some(b.duration_since(a)),
+        _ => None,
     };
     rows.push([
         "3".into(),
         "Fix every issue (`npu-progress --next/--fixed/--skip`)".into(),
         when(fix_start),
-        span,
+        took(span),
         format!(
-            "{} fixed, {} skipped, {pending} pending; time on issues {}",
+            "{} fixed, {} skipped, {pending} pending; time: issues.json histories, first `--next` to last `--fixed`/`--skip` (on the issues themselves: {})",
             count(issues, Status::Fixed),
             count(issues, Status::Skipped),
-            per_issue.map_or_else(|| "—".into(), format_duration)
+            took(per_issue)
         ),
     ]);
     rows.push([
         "4".into(),
         "`npu-progress --check-complete`".into(),
-        "—".into(),
-        "—".into(),
+        NOT_RECORDED.into(),
+        NOT_RECORDED.into(),
         match (&inputs.issues, pending) {
             (None, _) => "no issues.json".into(),
-            (Some(_), 0) => "complete".into(),
+            (Some(_), 0) => "complete (no pending issue in issues.json)".into(),
             (Some(_), n) => format!("{n} issues still pending"),
         },
     ]);
-    let (verify_at, verify_record) = match &inputs.verify {
-        Verify::Report { at, checks } => (
-            at.clone().unwrap_or_else(|| "—".into()),
-            format!("last report: {}", tally(checks)),
-        ),
-        Verify::Absent => ("—".into(), "no report".into()),
-        Verify::Unreadable(_) => ("—".into(), "report unreadable".into()),
+    let verify_runs = &inputs.verify_runs;
+    let last_report = match &inputs.verify {
+        Verify::Report { checks, .. } => format!("last report: {}", tally(checks)),
+        Verify::Absent => "no report".into(),
+        Verify::Unreadable(_) => "report unreadable".into(),
     };
     rows.push([
         "5–6".into(),
         "Verify runtime, pipeline and data (`npu-verify`)".into(),
-        verify_at,
-        "—".into(),
-        verify_record,
+        when(verify_runs.iter().map(|s| s.started).min()),
+        took(span_total(verify_runs)),
+        if verify_runs.is_empty() {
+            format!("{last_report}; no run recorded in `migrate_to_cloudrobo/logs/verify-runs.jsonl`")
+        } else {
+            format!(
+                "{last_report}; time: {} run(s) in `migrate_to_cloudrobo/logs/verify-runs.jsonl`, added up",
+                verify_runs.len()
+            )
+        },
     ]);
     let runs = &inputs.runs;
     rows.push([
         "7".into(),
         "Train (`train.sh` or `npu-train`)".into(),
-        runs.first_started.clone().unwrap_or_else(|| "—".into()),
-        "—".into(),
+        when(runs.spans.iter().map(|s| s.started).min()),
+        took(span_total(&runs.spans)),
         if runs.logs.is_empty() {
             "no training log".into()
         } else {
             format!(
-                "{} run(s) logged in `migrate_to_cloudrobo/logs/`; last exit code {}",
+                "{} run(s) logged in `migrate_to_cloudrobo/logs/`, last exit code {}; time: each log's `# started:` line to its last write, added up ({} of {} logs have both)",
                 runs.logs.len(),
-                runs.last_exit.as_deref().unwrap_or("not recorded")
+                runs.last_exit.as_deref().unwrap_or(NOT_RECORDED),
+                runs.spans.len(),
+                runs.logs.len()
             )
         },
     ]);
@@ -178,8 +201,8 @@ fn workflow(inputs: &Inputs) -> String {
         "8".into(),
         "Write this summary".into(),
         format_time(inputs.now),
-        "—".into(),
-        "draft by `npu-assets summary`".into(),
+        NOT_RECORDED.into(),
+        "start: this draft by `npu-assets summary`".into(),
     ]);
     table(&["Step", "What", "Started", "Took", "Record"], &rows)
 }
@@ -300,31 +323,61 @@ fn inventory(inventory: &Result<Inventory, String>) -> String {
         Ok(inv) => inv,
         Err(why) => return format!("_{why}._"),
     };
-    if inv.changes.is_empty() {
-        return format!("Base `{}`: {}. No changes.", inv.base, inv.base_why);
+    let mut out = if inv.changes.is_empty() {
+        format!("Base `{}`: {}. No changes.\n", inv.base, inv.base_why)
+    } else {
+        let added: u64 = inv.changes.iter().filter_map(|c| c.added).sum();
+        let removed: u64 = inv.changes.iter().filter_map(|c| c.removed).sum();
+        let mut out = format!(
+            "Base `{}`: {}. {} files, +{added} / −{removed} lines.\n\n",
+            inv.base,
+            inv.base_why,
+            inv.changes.len()
+        );
+        let num = |n: Option<u64>| n.map_or_else(|| "binary".into(), |n| n.to_string());
+        let rows: Vec<[String; 4]> = inv
+            .changes
+            .iter()
+            .map(|c| {
+                [
+                    c.kind.as_str().to_owned(),
+                    format!("`{}`", c.path),
+                    num(c.added),
+                    num(c.removed),
+                ]
+            })
+            .collect();
+        out.push_str(&table(&["Change", "File", "+", "−"], &rows));
+        out
+    };
+    let listed = |paths: &[String]| {
+        const SHOWN: usize = 20;
+        let mut text = paths
+            .iter()
+            .take(SHOWN)
+            .map(|p| format!("`{p}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if paths.len() > SHOWN {
+            let _ = write!(text, " and {} more", paths.len() - SHOWN);
+        }
+        text
+    };
+    if !inv.artifacts.is_empty() {
+        let _ = write!(
+            out,
+            "\nNot counted as changes: {} untracked file(s) written while a training or verify run was going (its outputs): {}.\n",
+            inv.artifacts.len(),
+            listed(&inv.artifacts)
+        );
     }
-    let added: u64 = inv.changes.iter().filter_map(|c| c.added).sum();
-    let removed: u64 = inv.changes.iter().filter_map(|c| c.removed).sum();
-    let mut out = format!(
-        "Base `{}`: {}. {} files, +{added} / −{removed} lines.\n\n",
-        inv.base,
-        inv.base_why,
-        inv.changes.len()
-    );
-    let num = |n: Option<u64>| n.map_or_else(|| "binary".into(), |n| n.to_string());
-    let rows: Vec<[String; 4]> = inv
-        .changes
-        .iter()
-        .map(|c| {
-            [
-                c.kind.as_str().to_owned(),
-                format!("`{}`", c.path),
-                num(c.added),
-                num(c.removed),
-            ]
-        })
-        .collect();
-    out.push_str(&table(&["Change", "File", "+", "−"], &rows));
+    if !inv.ignored.is_empty() {
+        let _ = write!(
+            out,
+            "\nNot counted as changes: what `.gitignore` leaves out: {}.\n",
+            listed(&inv.ignored)
+        );
+    }
     out
 }
 

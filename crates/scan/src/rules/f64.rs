@@ -64,7 +64,7 @@ impl Rule for Float64 {
         };
         if report {
             let fix = fix::float32_fix(cx, expr);
-            cx.report_once_per_line(expr.range(), MESSAGE, fix);
+            cx.report(expr.range(), MESSAGE).fix = fix;
         }
     }
 
@@ -110,15 +110,8 @@ impl Rule for Float64 {
                 (occ.expr.range(), origin)
             })
             .collect();
-        let mut lines = Vec::new();
+        // Several conversions on one line become one issue (the engine merges them).
         for (range, origin) in hits {
-            // One issue per line: a second conversion on the line joins the first's related[].
-            let line = cx.file().position(range.start()).0;
-            if lines.contains(&line) {
-                cx.report_once_per_line(range, MESSAGE, None);
-                continue;
-            }
-            lines.push(line);
             let related = origin.map(|o| cx.related(o, "where the array becomes float64"));
             let finding = cx.report(range, MESSAGE);
             finding.related.extend(related);
@@ -233,6 +226,8 @@ fn is_dtype_keyword(call: &ast::ExprCall, expr: &Expr) -> bool {
 fn creation_reaches_device(sem: &Semantic<'_>, outer: &[&Expr]) -> bool {
     match outer.last() {
         Some(Expr::Attribute(a)) if matches!(a.attr.as_str(), "cuda" | "npu") => return true,
+        // `torch.arange(n, dtype=torch.float64).float()`: cast on the host before anything else.
+        Some(Expr::Attribute(a)) if NARROWING_METHODS.contains(&a.attr.as_str()) => return false,
         Some(Expr::Attribute(a)) if a.attr.as_str() == "to" => {
             let cast = outer.len().checked_sub(2).and_then(|j| match outer[j] {
                 Expr::Call(c) => Some(casts_to_narrower_dtype(sem, c)),
@@ -375,13 +370,18 @@ fn casts_to_narrower_dtype(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
         })
 }
 
+/// Tensor methods that cast to a dtype narrower than float64.
+const NARROWING_METHODS: &[&str] = &[
+    "float", "half", "bfloat16", "int", "long", "bool", "short", "byte",
+];
+
 /// The tensor is cast right away: `.float()`, `.half()`, `.to(torch.float32)`, ….
 fn converted_at_once(sem: &Semantic<'_>, parent: Option<&Expr>, grand: Option<&Expr>) -> bool {
     let Some(Expr::Attribute(a)) = parent else {
         return false;
     };
     match a.attr.as_str() {
-        "float" | "half" | "bfloat16" | "int" | "long" | "bool" | "short" | "byte" => true,
+        attr if NARROWING_METHODS.contains(&attr) => true,
         "to" | "type" => {
             let Some(Expr::Call(c)) = grand else {
                 return false;

@@ -4,7 +4,8 @@
 
 use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
-use crate::source::ast::{self, Expr, Stmt};
+use crate::source::TextSize;
+use crate::source::ast::{self, Expr, Ranged, Stmt};
 
 /// Inside an `if`/conditional expression that tests for the NPU (`if x.device.type in {"mps",
 /// "npu"}:`, `torch.float32 if is_npu else torch.float64`): the code already handles it.
@@ -130,7 +131,13 @@ pub(super) fn name_reaches_device(sem: &Semantic<'_>, func: &Function<'_>, name:
         func.body,
         |e| matches!(e, Expr::Name(n) if n.id.as_str() == name),
     );
+    let rebound = rebound_at(sem, func, name);
     uses.iter().any(|occ| {
+        // After `name = name.float()` (or any rebinding in the same block), later uses see
+        // the new value, not the float64 one.
+        if rebound.is_some_and(|end| occ.expr.start() >= end) {
+            return false;
+        }
         let parent = occ.ancestors.last().and_then(|n| match n {
             analysis::Node::Expr(e) => Some(*e),
             analysis::Node::Stmt(_) => None,
@@ -164,6 +171,26 @@ pub(super) fn name_reaches_device(sem: &Semantic<'_>, func: &Function<'_>, name:
             }
             _ => false,
         }
+    })
+}
+
+/// Where the first later statement of the current statement's own block that assigns `name`
+/// again ends: from there on, `name` no longer holds the value assigned here. A rebinding in a
+/// nested block (one branch of an `if`) leaves the other paths as they were, so it does not count.
+fn rebound_at(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> Option<TextSize> {
+    let current = sem.current_stmt()?;
+    let block = analysis::block_of(func.body, current)?;
+    let at = block.iter().position(|s| std::ptr::eq(s, current))?;
+    block[at + 1..].iter().find_map(|s| {
+        let targets: &[Expr] = match s {
+            Stmt::Assign(a) => &a.targets,
+            Stmt::AnnAssign(a) if a.value.is_some() => std::slice::from_ref(a.target.as_ref()),
+            _ => return None,
+        };
+        targets
+            .iter()
+            .any(|t| matches!(t, Expr::Name(n) if n.id.as_str() == name))
+            .then(|| s.end())
     })
 }
 
