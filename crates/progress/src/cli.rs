@@ -8,14 +8,15 @@ const EXAMPLES: &str = "\
 Examples:
   npu-progress issues.json --next                         show the next pending issue
   npu-progress issues.json --fixed RND-4f1a9c             mark it fixed (re-checks the file first)
+  npu-progress issues.json --fix DEV-0a82aa               apply its automatic fix, show the diff, mark it
   npu-progress issues.json --skip RND-77b0d3 --reason \"runs in the CPU data loader\"
   npu-progress --check-complete                           exit 0 only when nothing is pending
   npu-progress issues.json --list --status pending --pattern P_RND
   npu-progress issues.json --show RND-4f1a9c --format json
   npu-progress issues.json --summary                      counts and time spent per issue
 
-Exit status: 0 ok; 1 pending issues (--check-complete) or a fix the scanner still finds
-(--fixed); 2 usage error or a bad issues.json.";
+Exit status: 0 ok; 1 pending issues (--check-complete), a fix the scanner still finds
+(--fixed), or no fix applied (--fix); 2 usage error or a bad issues.json.";
 
 /// Work through an issues.json one issue at a time.
 #[derive(Debug, Clone, Parser)]
@@ -31,7 +32,7 @@ Exit status: 0 ok; 1 pending issues (--check-complete) or a fix the scanner stil
     group(
         ArgGroup::new("action")
             .required(true)
-            .args(["next", "fixed", "skip", "check_complete", "list", "show", "reopen", "summary"])
+            .args(["next", "fixed", "fix", "skip", "check_complete", "list", "show", "reopen", "summary"])
     )
 )]
 pub struct Args {
@@ -46,6 +47,16 @@ pub struct Args {
     /// Mark an issue fixed, after re-scanning its file to check the finding is gone.
     #[arg(long, value_name = "ID")]
     pub fixed: Option<String>,
+
+    /// Apply an issue's automatic fix (the one `npu-scan --fix` would apply), show the diff,
+    /// re-check the file and mark the issue fixed.
+    #[arg(long, value_name = "ID")]
+    pub fix: Option<String>,
+
+    /// With --fix: apply the fix even when it is unsafe (it changes precision, speed or which
+    /// kernel runs; read the diff).
+    #[arg(long)]
+    pub unsafe_fixes: bool,
 
     /// Mark an issue a false positive; needs --reason. Performance issues cannot be skipped.
     #[arg(long, value_name = "ID")]

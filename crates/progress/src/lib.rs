@@ -6,6 +6,7 @@
 //! issue. Every change goes through `issue_model::update` (locked, atomic). It must not find
 //! issues itself (the scanner does) and never writes a file it could not read cleanly.
 
+mod autofix;
 pub mod cli;
 mod commands;
 pub mod error;
@@ -143,6 +144,8 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<Exit
         commands::next(&mut ctx)
     } else if let Some(id) = &args.fixed {
         mark::fixed(&mut ctx, id)
+    } else if let Some(id) = &args.fix {
+        autofix::fix(&mut ctx, id)
     } else if let Some(id) = &args.skip {
         mark::skip(&mut ctx, id)
     } else if let Some(id) = &args.reopen {
@@ -157,7 +160,7 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<Exit
         commands::summary(&mut ctx)
     } else {
         Err(Error::Usage(
-            "say what to do: --next, --fixed ID, --skip ID --reason TEXT, --check-complete, --list, --show ID, --reopen ID or --summary".to_owned(),
+            "say what to do: --next, --fixed ID, --fix ID, --skip ID --reason TEXT, --check-complete, --list, --show ID, --reopen ID or --summary".to_owned(),
         ))
     }
 }
@@ -175,6 +178,9 @@ fn check_combinations(args: &Args) -> Result<()> {
             "--next only shows pending issues; use --pattern to narrow it, or --list --status"
                 .to_owned(),
         ));
+    }
+    if args.unsafe_fixes && args.fix.is_none() {
+        return Err(Error::Usage("--unsafe-fixes goes with --fix".to_owned()));
     }
     if args.force && args.fixed.is_none() {
         return Err(Error::Usage("--force goes with --fixed".to_owned()));

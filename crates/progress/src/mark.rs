@@ -18,7 +18,7 @@ use std::path::Path;
 
 /// The result of a status change, as `--format json` prints it.
 #[derive(Serialize)]
-struct Marked {
+pub(crate) struct Marked {
     id: String,
     status: Status,
     changed: bool,
@@ -28,11 +28,11 @@ struct Marked {
 }
 
 /// A change to one issue.
-struct Change {
-    status: Status,
-    reason: Option<String>,
-    history: HistoryStatus,
-    note: Option<String>,
+pub(crate) struct Change {
+    pub status: Status,
+    pub reason: Option<String>,
+    pub history: HistoryStatus,
+    pub note: Option<String>,
 }
 
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
@@ -122,7 +122,7 @@ pub fn reopen(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
 /// Under the lock, on the file as it is now: find issue `typed`; unless it is already `target`
 /// (for a skip: with the same reason), let `change` say what to do, and write the change.
 /// `seen` is the file as an earlier unlocked read found it, if there was one.
-fn apply(
+pub(crate) fn apply(
     path: &Path,
     seen: Option<Snapshot>,
     typed: &str,
@@ -192,7 +192,7 @@ fn change_issue(
 }
 
 /// Print what happened.
-fn report(ctx: &mut Ctx<'_>, marked: &Marked) -> Result<Exit> {
+pub(crate) fn report(ctx: &mut Ctx<'_>, marked: &Marked) -> Result<Exit> {
     if ctx.json() {
         write_json(ctx, marked)?;
         return Ok(Exit::Ok);

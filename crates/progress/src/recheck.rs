@@ -77,6 +77,16 @@ pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) 
     }
 }
 
+/// The issue as a fresh scan of its file (under `root`) finds it now, with its current fix;
+/// `None` when the scanner no longer finds it.
+pub fn current(root: &Path, issue: &Issue) -> Result<Option<Issue>, String> {
+    let result = scan_for(root, issue)?;
+    Ok(result
+        .issues
+        .into_iter()
+        .find(|i| i.fingerprint == issue.fingerprint))
+}
+
 /// Whether re-checking a finding of `pattern` scans the whole project: the rule says so in the
 /// registry (`project_level`); an unknown pattern is treated as project-level, the safe side.
 pub fn is_project_level(pattern: &str) -> bool {
