@@ -152,3 +152,43 @@ fn may_precede_setup(stmt: &Stmt) -> bool {
 fn is_stdlib(module: &str) -> bool {
     STDLIB.contains(&module.split('.').next().unwrap_or(module))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::LineIndex;
+
+    fn point(text: &str) -> (String, &'static str) {
+        let parsed = crate::source::parse(text, "m.py").unwrap();
+        let index = LineIndex::new(text);
+        let file = SourceFile {
+            path: "m.py",
+            text,
+            index: &index,
+        };
+        let p = setup_point(&file, &parsed.body);
+        (text[p.offset as usize..].to_owned(), p.before)
+    }
+
+    #[test]
+    fn after_docstring_future_stdlib_and_environment_before_torch() {
+        let text = "#!/usr/bin/env python\n\"\"\"Doc.\"\"\"\nfrom __future__ import annotations\n\nimport os\nos.environ[\"X\"] = \"1\"\nimport torch\n";
+        let (rest, before) = point(text);
+        assert_eq!(rest, "import torch\n");
+        assert_eq!(before, "\n");
+    }
+
+    #[test]
+    fn before_a_project_import_or_a_decorated_function() {
+        assert_eq!(
+            point("import sys\n\nfrom vla import policy\n").0,
+            "from vla import policy\n"
+        );
+        assert_eq!(
+            point("import sys\n\n@dec\ndef f():\n    pass\n").0,
+            "@dec\ndef f():\n    pass\n"
+        );
+        let (rest, before) = point("import sys");
+        assert_eq!((rest.as_str(), before), ("", "\n\n"));
+    }
+}

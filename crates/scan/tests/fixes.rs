@@ -1,0 +1,232 @@
+//! Automatic fixes: the diff `--fix --unsafe-fixes` makes to each rule's fixture (pinned by a
+//! snapshot per rule), and the acceptance run on a copy of the demo project.
+
+use assert_cmd::Command;
+use scan::{FixSettings, Settings};
+use std::path::{Path, PathBuf};
+
+fn manifest() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// A copy of `src` in a fresh temporary directory.
+fn copy_tree(src: &Path) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            let to = dir.path().join(path.strip_prefix(src).unwrap());
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n == "__pycache__") {
+                    continue;
+                }
+                std::fs::create_dir_all(&to).unwrap();
+                stack.push(path);
+            } else {
+                std::fs::copy(&path, &to).unwrap();
+            }
+        }
+    }
+    dir
+}
+
+/// Every file's bytes under `dir`, by relative path.
+fn snapshot_tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    let mut files = std::collections::BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                files.insert(
+                    scan::files::relative(dir, &path),
+                    std::fs::read(&path).unwrap(),
+                );
+            }
+        }
+    }
+    files
+}
+
+#[test]
+fn fixture_fixes_match_their_snapshots() {
+    for id in ["P_CFG", "P_DEV", "P_ENT", "P_F64", "P_FLA", "P_RND"] {
+        let copy = copy_tree(&manifest().join("tests/fixtures").join(id));
+        let settings = Settings {
+            select: vec![id.to_owned()],
+            threads: 1,
+            ..Settings::default()
+        };
+        let fixes = FixSettings {
+            unsafe_fixes: true,
+            write: true,
+        };
+        let run = scan::fix_project(copy.path(), &settings, fixes).unwrap();
+        let mut diffs = String::new();
+        for outcome in &run.files {
+            diffs.push_str(&outcome.diff);
+            for (_, why) in &outcome.dropped {
+                diffs.push_str(&format!("# not applied in {}: {why}\n", outcome.file));
+            }
+        }
+        assert!(!diffs.is_empty(), "{id}: no fix applied to its fixture");
+        // Every fixed file still parses, and a second run finds nothing more to fix.
+        let again = scan::fix_project(copy.path(), &settings, fixes).unwrap();
+        let reapplied: Vec<&String> = again.files.iter().flat_map(|f| &f.applied).collect();
+        assert!(
+            reapplied.is_empty(),
+            "{id}: a second --fix applied {reapplied:?}"
+        );
+        assert!(
+            again.after.unparsed.is_empty(),
+            "{id}: {:?}",
+            again.after.unparsed
+        );
+        insta::assert_snapshot!(format!("fix_{id}"), diffs);
+    }
+}
+
+fn npu_scan() -> Command {
+    Command::cargo_bin("npu-scan").unwrap()
+}
+
+#[test]
+fn demo_fix_clears_entry_config_and_comparison_findings() {
+    let demo = copy_tree(&manifest().join("../../assets/demo/tiny-vla"));
+    let before = snapshot_tree(demo.path());
+    let out_dir = tempfile::tempdir().unwrap();
+
+    // --diff changes nothing on disk, and exits 1 because there are fixes to show.
+    let diff = npu_scan()
+        .arg(demo.path())
+        .args(["--diff", "--no-progress"])
+        .output()
+        .unwrap();
+    assert_eq!(diff.status.code(), Some(1));
+    let shown = String::from_utf8(diff.stdout).unwrap();
+    assert!(
+        shown.contains("+    build_vla_patcher().apply()"),
+        "{shown}"
+    );
+    assert_eq!(snapshot_tree(demo.path()), before);
+
+    let fixed = npu_scan()
+        .arg(demo.path())
+        .args(["--fix", "--no-progress", "--output"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8(fixed.stdout).unwrap();
+    assert_eq!(fixed.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains("Applied 8 fixes in 6 files (P_CFG 3, P_DEV 2, P_ENT 3)."),
+        "{stdout}"
+    );
+    let issues = issue_model::load(&out_dir.path().join("issues.json")).unwrap();
+    let pending = |pattern: &str| {
+        issues
+            .issues
+            .iter()
+            .filter(|i| i.pattern == pattern && i.status == issue_model::Status::Pending)
+            .map(|i| i.snippet.clone())
+            .collect::<Vec<_>>()
+    };
+    assert!(pending("P_ENT").is_empty(), "{:?}", pending("P_ENT"));
+    assert!(pending("P_CFG").is_empty(), "{:?}", pending("P_CFG"));
+    let comparisons: Vec<String> = pending("P_DEV")
+        .into_iter()
+        .filter(|s| s.contains("==") || s.contains("!="))
+        .collect();
+    assert!(comparisons.is_empty(), "{comparisons:?}");
+    let by_fix: Vec<&issue_model::Issue> = issues
+        .issues
+        .iter()
+        .filter(|i| {
+            i.history
+                .last()
+                .is_some_and(|h| h.note.as_deref() == Some("fixed by --fix"))
+        })
+        .collect();
+    assert_eq!(by_fix.len(), 8);
+    assert!(
+        by_fix
+            .iter()
+            .all(|i| i.status == issue_model::Status::Fixed)
+    );
+
+    // Only the fixed lines changed: every changed line of every file is one the fixes wrote.
+    let after = snapshot_tree(demo.path());
+    let mut changed = Vec::new();
+    for (file, bytes) in &after {
+        let old = String::from_utf8(before[file].clone()).unwrap();
+        let new = String::from_utf8(bytes.clone()).unwrap();
+        if old == new {
+            continue;
+        }
+        changed.push(file.clone());
+        let diff = similar::TextDiff::from_lines(&old, &new);
+        for change in diff.iter_all_changes() {
+            if change.tag() == similar::ChangeTag::Delete {
+                let line = change.value().trim();
+                assert!(
+                    [
+                        "device: cuda",
+                        "backend: nccl",
+                        "flash_attention_2",
+                        "== \"nccl\"",
+                        "== \"cuda\""
+                    ]
+                    .iter()
+                    .any(|t| line.contains(t)),
+                    "{file}: the fix removed a line it should not have touched: {line}"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        changed,
+        [
+            "configs/train.yaml",
+            "eval.py",
+            "tiny_vla/dist_utils.py",
+            "tiny_vla/trainer.py",
+            "train.py",
+            "train_hydra.py"
+        ]
+    );
+
+    // The fixed Python files still compile.
+    if let Ok(python) = std::env::var("NPU_PATCHER_PYTHON") {
+        let files: Vec<PathBuf> = changed
+            .iter()
+            .filter(|f| f.ends_with(".py"))
+            .map(|f| demo.path().join(f))
+            .collect();
+        let status = std::process::Command::new(python)
+            .args(["-m", "py_compile"])
+            .args(&files)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .status()
+            .unwrap();
+        assert!(status.success(), "py_compile failed on {files:?}");
+    }
+
+    // A second --fix changes nothing.
+    let again = npu_scan()
+        .arg(demo.path())
+        .args(["--fix", "--no-progress", "--output"])
+        .arg(out_dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8(again.stdout)
+            .unwrap()
+            .contains("Applied 0 fixes in 0 files."),
+    );
+    let mut compiled = snapshot_tree(demo.path());
+    compiled.retain(|f, _| !f.contains("__pycache__"));
+    assert_eq!(compiled, after);
+}
