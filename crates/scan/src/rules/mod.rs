@@ -14,7 +14,8 @@
 //!    (`references/fix-templates/<ID>.md`), a one-line summary and
 //!    `doc: include_str!("<name>.md")`. Keep the checks pure and use early returns.
 //! 2. `rules/<name>.md` with the sections `## What it does`, `## Why is this bad on NPU?`,
-//!    `## Example`, `## Use instead`, `## Fix`, `## Known limitations`, `## References`.
+//!    `## Example`, `## Use instead`, `## Fix`, `## Fix safety`, `## Known limitations`,
+//!    `## References`. A rule that attaches fixes ([`crate::fix`]) says there which are safe.
 //! 3. One line `mod <name>;` below and one line `&<name>::RULE,` in [`REGISTRY`] (ids sorted).
 //! 4. A fixture directory `tests/fixtures/<ID>/` scanned as one project with only that rule
 //!    selected: every line that carries a `# error` comment must be reported, and every line
@@ -146,6 +147,7 @@ mod tests {
                 "## Example",
                 "## Use instead",
                 "## Fix",
+                "## Fix safety",
                 "## Known limitations",
                 "## References",
             ] {
