@@ -144,6 +144,30 @@ def test_4_skip_needs_a_reason_and_is_refused_for_performance_issues(wf: Workflo
     assert status[perf["id"]]["status"] == "pending"
 
 
+def test_4b_fix_applies_the_safe_fixes(wf: Workflow) -> None:
+    before = {i["id"]: i for i in wf.issues()}
+    preview = wf.script("scan.py", wf.project, "--output", ".", "--diff")
+    assert preview.returncode == 1, describe(preview)
+    assert "+    build_vla_patcher().apply()" in preview.stdout
+    assert {i["id"]: i["status"] for i in wf.issues()} == {k: v["status"] for k, v in before.items()}, "--diff wrote issues.json"
+
+    result = wf.script("scan.py", wf.project, "--output", ".", "--fix")
+    assert result.returncode == 1, "judgement issues remain, so --fix exits 1\n" + describe(result)
+    assert "Applied " in result.stdout and "left for judgement" in result.stdout, describe(result)
+    after = {i["id"]: i for i in wf.issues()}
+    by_fix = {k for k, i in after.items() if i["history"][-1]["note"] == "fixed by --fix"}
+    assert by_fix, describe(result)
+    assert all(after[k]["status"] == "fixed" for k in by_fix)
+    # Every entry point got its setup; the skipped config value was left alone.
+    assert not [i for i in after.values() if i["pattern"] == "P_ENT" and i["status"] == "pending"]
+    skipped = [k for k, i in before.items() if i["status"] == "skipped"]
+    assert skipped and all(after[k]["status"] == "skipped" for k in skipped)
+    for rel in ("train.py", "eval.py", "train_hydra.py"):
+        source = (wf.project / rel).read_text()
+        assert "build_vla_patcher().apply()" in source, rel
+        compile(source, rel, "exec")
+
+
 def test_5_fix_loop_until_complete(wf: Workflow) -> None:
     incomplete = wf.progress("--check-complete")
     assert incomplete.returncode == 1, describe(incomplete)

@@ -187,12 +187,27 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
     if cli.unsafe_fixes && !cli.fix && !cli.diff {
         return Err(CliError::UnsafeWithoutFix);
     }
-    let fix_settings = crate::FixSettings {
-        unsafe_fixes: cli.unsafe_fixes,
-        write: !cli.diff,
-    };
     let fix_run = if cli.fix || cli.diff {
-        Some(crate::fix_project(&cli.path, &settings, fix_settings)?)
+        // Issues skipped as false positives are not fixed; a corrupt issues.json stops the run
+        // before any file is touched.
+        let issues = crate::issues_path(&cli.output);
+        let skipped = if issues.exists() {
+            issue_model::load(&issues)
+                .map_err(Error::from)?
+                .issues
+                .into_iter()
+                .filter(|i| i.status == issue_model::Status::Skipped)
+                .map(|i| i.fingerprint)
+                .collect()
+        } else {
+            std::collections::BTreeSet::new()
+        };
+        let fix_settings = crate::FixSettings {
+            unsafe_fixes: cli.unsafe_fixes,
+            write: !cli.diff,
+            skipped,
+        };
+        Some(crate::fix_project(&cli.path, &settings, &fix_settings)?)
     } else {
         None
     };

@@ -290,7 +290,11 @@ fn write_merged(
         for result in results {
             let (file, r) = issue_model::merge(merged.as_ref(), fresh(result), &now);
             merged = Some(file);
-            report = r;
+            // New and regressed issues of every merge; kept and resolved of the last.
+            report.new.extend(r.new);
+            report.regressed.extend(r.regressed);
+            report.kept = r.kept;
+            report.resolved = r.resolved;
         }
         let mut merged = merged.unwrap_or_else(|| fresh(&ScanResult::default()));
         for issue in &mut merged.issues {
@@ -312,12 +316,14 @@ fn write_merged(
 }
 
 /// How [`fix_project`] applies fixes.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct FixSettings {
     /// Apply `unsafe` fixes too.
     pub unsafe_fixes: bool,
     /// Write the fixed files; without it nothing is written (`--diff`).
     pub write: bool,
+    /// Fingerprints of issues not to fix: those skipped in `issues.json` (false positives).
+    pub skipped: BTreeSet<String>,
 }
 
 /// What [`fix_project`] did.
@@ -357,7 +363,7 @@ const MAX_FIX_PASSES: usize = 4;
 /// Scan `root`, apply every fix that `fix_settings` allows, and rescan; repeat while fixes
 /// that overlapped an applied one are left, at most [`MAX_FIX_PASSES`] times. A fix is applied
 /// once at most, whatever the rescan finds.
-pub fn fix_project(root: &Path, settings: &Settings, fix_settings: FixSettings) -> Result<FixRun> {
+pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings) -> Result<FixRun> {
     let before = scan(root, settings)?;
     let mut run = FixRun {
         after: before.clone(),
@@ -373,7 +379,10 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: FixSettings) 
                 let Some(fix) = &issue.fix else { continue };
                 let allowed = fix.applicability == issue_model::Applicability::Safe
                     || fix_settings.unsafe_fixes;
-                if allowed && !tried.contains(&issue.fingerprint) {
+                if allowed
+                    && !tried.contains(&issue.fingerprint)
+                    && !fix_settings.skipped.contains(&issue.fingerprint)
+                {
                     by_file.entry(&issue.file).or_default().push(fix::Planned {
                         key: &issue.fingerprint,
                         fix,

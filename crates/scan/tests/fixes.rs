@@ -63,8 +63,9 @@ fn fixture_fixes_match_their_snapshots() {
         let fixes = FixSettings {
             unsafe_fixes: true,
             write: true,
+            ..FixSettings::default()
         };
-        let run = scan::fix_project(copy.path(), &settings, fixes).unwrap();
+        let run = scan::fix_project(copy.path(), &settings, &fixes).unwrap();
         let mut diffs = String::new();
         for outcome in &run.files {
             diffs.push_str(&outcome.diff);
@@ -74,7 +75,7 @@ fn fixture_fixes_match_their_snapshots() {
         }
         assert!(!diffs.is_empty(), "{id}: no fix applied to its fixture");
         // Every fixed file still parses, and a second run finds nothing more to fix.
-        let again = scan::fix_project(copy.path(), &settings, fixes).unwrap();
+        let again = scan::fix_project(copy.path(), &settings, &fixes).unwrap();
         let reapplied: Vec<&String> = again.files.iter().flat_map(|f| &f.applied).collect();
         assert!(
             reapplied.is_empty(),
@@ -229,4 +230,59 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
     let mut compiled = snapshot_tree(demo.path());
     compiled.retain(|f, _| !f.contains("__pycache__"));
     assert_eq!(compiled, after);
+}
+
+#[test]
+fn fix_leaves_skipped_issues_and_a_corrupt_issues_json_stops_it() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("train.yaml"),
+        "device: cuda  # the launcher overrides it\nbackend: nccl\n",
+    )
+    .unwrap();
+    let scan = npu_scan()
+        .arg(dir.path())
+        .args(["--select", "P_CFG", "--no-progress", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(scan.status.code(), Some(1));
+    let issues_json = dir.path().join("issues.json");
+    issue_model::update(&issues_json, |file| {
+        let mut file = file.unwrap();
+        let device = file
+            .issues
+            .iter_mut()
+            .find(|i| i.snippet.starts_with("device"))
+            .unwrap();
+        device.status = issue_model::Status::Skipped;
+        device.reason = Some("the launcher overrides it".to_owned());
+        Ok((Some(file), ()))
+    })
+    .unwrap();
+    let fixed = npu_scan()
+        .arg(dir.path())
+        .args(["--select", "P_CFG", "--fix", "--no-progress", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(fixed.status.success(), "{fixed:?}");
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("train.yaml")).unwrap(),
+        "device: cuda  # the launcher overrides it\nbackend: hccl\n"
+    );
+
+    std::fs::write(&issues_json, "{ not json").unwrap();
+    std::fs::write(dir.path().join("train.yaml"), "backend: nccl\n").unwrap();
+    let refused = npu_scan()
+        .arg(dir.path())
+        .args(["--select", "P_CFG", "--fix", "--no-progress", "--output"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("train.yaml")).unwrap(),
+        "backend: nccl\n"
+    );
 }
