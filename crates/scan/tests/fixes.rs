@@ -3,6 +3,7 @@
 
 use assert_cmd::Command;
 use scan::{FixSettings, Settings};
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn manifest() -> PathBuf {
@@ -70,7 +71,7 @@ fn fixture_fixes_match_their_snapshots() {
         for outcome in &run.files {
             diffs.push_str(&outcome.diff);
             for (_, why) in &outcome.dropped {
-                diffs.push_str(&format!("# not applied in {}: {why}\n", outcome.file));
+                let _ = writeln!(diffs, "# not applied in {}: {why}", outcome.file);
             }
         }
         assert!(!diffs.is_empty(), "{id}: no fix applied to its fixture");
@@ -203,7 +204,7 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
     if let Ok(python) = std::env::var("NPU_PATCHER_PYTHON") {
         let files: Vec<PathBuf> = changed
             .iter()
-            .filter(|f| f.ends_with(".py"))
+            .filter(|f| Path::new(f).extension().is_some_and(|e| e == "py"))
             .map(|f| demo.path().join(f))
             .collect();
         let status = std::process::Command::new(python)

@@ -15,6 +15,9 @@ pub(super) fn fix(cx: &Checker<'_>, cmp: &ast::ExprCompare, whole: &Expr) -> Opt
     let ([op], [right]) = (cmp.ops.as_slice(), cmp.comparators.as_slice()) else {
         return None;
     };
+    if guards_gpu_only_code(cx, whole) {
+        return None;
+    }
     let left = cmp.left.as_ref();
     let membership = |subject: &Expr, lit: &Expr, negated: bool| -> Option<Fix> {
         let (lit_src, npu) = npu_twin(cx, lit)?;
@@ -59,6 +62,54 @@ pub(super) fn fix(cx: &Checker<'_>, cmp: &ast::ExprCompare, whole: &Expr) -> Opt
         }
         _ => None,
     }
+}
+
+/// Words in the code a comparison decides about that name CUDA-only machinery: accepting the NPU
+/// there would send it down a path it cannot run (GPU physics, triton kernels, NVML, CuPy).
+const GPU_ONLY_HINTS: &[&str] = &[
+    "gpu",
+    "triton",
+    "cupy",
+    "nvml",
+    "cudnn",
+    "physx",
+    "nvtx",
+    "cuda_graph",
+    "cudagraph",
+];
+
+/// The comparison sits in the test of an `if`/`while`/conditional expression whose test or
+/// branch mentions CUDA-only machinery: the finding stands, but the fix needs judgement.
+fn guards_gpu_only_code(cx: &Checker<'_>, whole: &Expr) -> bool {
+    let sem = cx.semantic();
+    let inside = |range: crate::source::TextRange| range.contains_range(whole.range());
+    let mut texts: Vec<&str> = Vec::new();
+    for expr in sem.exprs().iter().rev() {
+        if let Expr::IfExp(e) = expr
+            && inside(e.test.range())
+        {
+            texts.push(cx.slice(expr.range()));
+            break;
+        }
+    }
+    if let Some(stmt) = sem.stmts().last() {
+        let (test, body) = match stmt {
+            ast::Stmt::If(s) => (Some(&s.test), &s.body),
+            ast::Stmt::While(s) => (Some(&s.test), &s.body),
+            _ => (None, &Vec::new()),
+        };
+        if let Some(test) = test.filter(|t| inside(t.range())) {
+            texts.push(cx.slice(test.range()));
+            if let (Some(first), Some(last)) = (body.first(), body.last()) {
+                let range = crate::source::TextRange::new(first.start(), last.end());
+                texts.push(cx.slice(range));
+            }
+        }
+    }
+    texts.iter().any(|text| {
+        let lower = text.to_ascii_lowercase();
+        GPU_ONLY_HINTS.iter().any(|hint| lower.contains(hint))
+    })
 }
 
 /// For a `"cuda"`, `"cuda:N"` or `"nccl"` literal: its source and the NPU's value in the same
