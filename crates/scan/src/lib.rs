@@ -38,6 +38,7 @@ pub mod files;
 pub mod finding;
 pub mod output;
 pub mod project;
+pub mod remap;
 pub mod rules;
 pub mod semantic;
 pub mod source;
