@@ -1,6 +1,12 @@
 """``from torch_npu.contrib import transfer_to_npu``: remap CUDA to the npu device for the rest of the process.
 
-What it remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
+When the torch-npu wheel that pairs with this torch is extracted in the cache (``cargo xtask torch-npu``), this
+module runs that wheel's own ``contrib/transfer_to_npu.py`` over the emulated device (``_real_transfer``), and
+``SOURCE`` says so (``"torch-npu 2.14.0 contrib/transfer_to_npu.py"``). Otherwise (offline, no cache, a torch
+that no pinned wheel pairs with, or ``NPU_EMULATOR_TRANSFER=standin``) the stand-in below runs and ``SOURCE`` is
+``"stand-in"``.
+
+What the stand-in remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
 ``Tensor.to`` / ``Module.to`` (including an int device), ``.cuda()`` -> ``.npu()``, ``is_cuda`` -> ``is_npu``,
 the ``torch.cuda`` functions -> ``torch.npu`` (including ``amp``), ``nccl`` -> ``hccl`` in
 ``torch.distributed.init_process_group``, and ``torch.jit.script`` becomes a no-op. Like the real module it does
@@ -19,6 +25,7 @@ import torch
 import torch.distributed
 
 import torch_npu
+from torch_npu.contrib import _real_transfer
 
 FACTORIES = (
     "tensor", "as_tensor", "asarray", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
@@ -123,4 +130,19 @@ def _apply() -> None:
     torch._npu_transfer_applied = True  # type: ignore[attr-defined]
 
 
-_apply()
+def _run_real(version: str, root: Any) -> str:
+    """Run the wheel's own transfer_to_npu.py as this module (its ``__file__`` finds its apis_config.json)."""
+    path = root / _real_transfer.TRANSFER
+    _real_transfer.prepare(root)
+    globals()["__file__"] = str(path)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), globals())  # noqa: S102
+    torch._npu_transfer_applied = True  # type: ignore[attr-defined]
+    return f"torch-npu {version} contrib/transfer_to_npu.py"
+
+
+_real = None if getattr(torch, "_npu_transfer_applied", False) else _real_transfer.locate()
+if _real is None:
+    SOURCE = "stand-in"
+    _apply()
+else:
+    SOURCE = _run_real(*_real)
