@@ -47,7 +47,7 @@ enum Command {
     /// Download (cached, sha256-checked) the pinned torch-npu wheels of `torch-npu/wheels.json`
     /// and extract their Python sources; print each version and its directory.
     TorchNpu(torch_npu::Args),
-    /// Generate the scanner's transfer_to_npu table from `torch-npu/transfer_to_npu.json`
+    /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
 }

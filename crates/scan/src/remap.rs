@@ -20,7 +20,7 @@ pub struct Version {
     pub device_keywords: &'static [&'static str],
     /// Wrapped names whose positional int argument also becomes `npu:<int>`.
     pub int_device_functions: &'static [&'static str],
-    /// `torch.cuda…` module → the torch_npu module whose `__all__` names are copied onto it.
+    /// `torch.cuda…` module → the `torch_npu` module whose `__all__` names are copied onto it.
     pub module_patches: &'static [(&'static str, &'static str)],
     /// `torch.…` attribute → the value `_init()` assigns (as `ast.unparse` writes it).
     pub assignments: &'static [(&'static str, &'static str)],
@@ -40,8 +40,8 @@ impl Version {
             .map(|(_, v)| *v)
     }
 
-    /// `torch.cuda.<path>` (`is_available`, `amp.autocast`) is torch_npu's under this version:
-    /// `_init()` assigns it, or a `_patch_cuda` patch copies it from its torch_npu module's
+    /// `torch.cuda.<path>` (`is_available`, `amp.autocast`) is `torch_npu`'s under this version:
+    /// `_init()` assigns it, or a `_patch_cuda` patch copies it from its `torch_npu` module's
     /// `__all__` (the longest patched module that `path` is in decides).
     pub fn cuda_name_is_npu(&self, path: &str) -> bool {
         let full = format!("torch.cuda.{path}");
@@ -55,7 +55,7 @@ impl Version {
                 None => break,
             }
         }
-        let patch = self
+        let patched_module = self
             .module_patches
             .iter()
             .filter(|(dest, _)| {
@@ -63,7 +63,7 @@ impl Version {
                     .is_some_and(|rest| rest.starts_with('.'))
             })
             .max_by_key(|(dest, _)| dest.len());
-        let Some((dest, src)) = patch else {
+        let Some((dest, src)) = patched_module else {
             return false;
         };
         let name = full[dest.len() + 1..].split('.').next().unwrap_or_default();

@@ -86,7 +86,7 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
-/// The transfer_to_npu that must run under `--emulate-npu`: the real one of the pinned torch-npu
+/// The `transfer_to_npu` that must run under `--emulate-npu`: the real one of the pinned torch-npu
 /// wheel (`torch-npu/wheels.json`) that pairs with the venv's torch, which `cargo xtask test`
 /// extracts before the tests; the stand-in when no pinned wheel pairs with it.
 fn expected_transfer_source(report: &serde_json::Value) -> String {

@@ -74,7 +74,7 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
-/// The transfer_to_npu that `--emulate-npu` runs: the real one of the pinned torch-npu wheel
+/// The `transfer_to_npu` that `--emulate-npu` runs: the real one of the pinned torch-npu wheel
 /// (`torch-npu/wheels.json`) that pairs with the venv's torch (`cargo xtask test` extracts the
 /// wheels first), else the stand-in.
 fn expected_transfer_source() -> String {

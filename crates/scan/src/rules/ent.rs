@@ -527,7 +527,7 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
 
 /// How `transfer_to_npu` treats `q` (`torch.cuda` or `torch.cuda.<name>…`), from the remap
 /// table: `torch.cuda.<name>` becomes `torch_npu.npu`'s only when `<name>` is in that module's
-/// `__all__` (torch_npu copies just those names), and a finding says so only for a name every
+/// `__all__` (`torch_npu` copies just those names), and a finding says so only for a name every
 /// pinned torch-npu version copies.
 fn cuda_name_site(q: &str) -> String {
     let Some(name) = q.strip_prefix("torch.cuda.") else {
