@@ -153,9 +153,6 @@ def prepare(root: Path) -> None:
         npu.set_autocast_dtype = lambda dtype: torch.set_autocast_dtype("npu", dtype)  # type: ignore[attr-defined]
     amp = npu.amp
     amp.__all__ = [n for n in _literal_all(wheel_npu / "amp" / "__init__.py") if hasattr(amp, n)]
-    for name in ("custom_fwd", "custom_bwd"):
-        if not hasattr(amp, name):
-            setattr(amp, name, getattr(torch.amp, name))
     _module(
         "torch.npu.amp.autocast_mode",
         "torch_npu.npu.amp.autocast_mode (emulated)",
