@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +32,10 @@ class Expr:
 
 @functools.lru_cache(maxsize=None)
 def _parse(path: Path) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    # The operator docs hold invalid escape sequences in plain strings: warnings about the wheel, not about us.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", (DeprecationWarning, SyntaxWarning))
+        return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _split_top_level(text: str) -> list[str]:

@@ -37,6 +37,12 @@ def _base(version: str) -> str:
     return version.split("+")[0].split(".post")[0]
 
 
+def _post(version: str) -> int:
+    """``5`` of ``2.6.0.post5`` (0 without a post release): the newest post of a base version wins."""
+    _, _, post = version.partition(".post")
+    return int(post) if post.isdigit() else 0
+
+
 def locate() -> tuple[str, Path] | None:
     """``(torch-npu version, wheel root)`` of the extracted wheel that pairs with this torch, if any.
 
@@ -47,7 +53,9 @@ def locate() -> tuple[str, Path] | None:
     root = wheels_dir()
     torch_base = _base(torch.__version__)
     try:
-        candidates = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+        candidates = sorted(
+            (p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".")), key=lambda p: _post(p.name)
+        )
     except OSError:
         return None
     for wheel in reversed(candidates):
