@@ -193,8 +193,8 @@ def prepare(root: Path) -> None:
         _snapshot=lambda *args, **kwargs: {"segments": [], "device_traces": []},
         _dump_snapshot=nothing,
     )
-    for name in ("torch_npu.npu", "torch_npu.npu.amp"):
-        sys.modules.setdefault(name, npu if name.endswith("npu") else amp)
+    sys.modules.setdefault("torch_npu.npu", npu)
+    sys.modules.setdefault("torch_npu.npu.amp", amp)
 
     _module("torch_npu.utils", "torch_npu.utils (emulated)")
     _module("torch_npu.utils._dynamo", "torch_npu.utils._dynamo (emulated)", use_jit_script=False)
