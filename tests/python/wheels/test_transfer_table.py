@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import copy
 import textwrap
 from pathlib import Path
@@ -99,3 +100,17 @@ def test_facts_are_read_through_helpers_setattr_and_conditions(tmp_path: Path) -
             "torch_npu.npu.random": ["manual_seed"],
         },
     }
+
+
+def test_the_standin_fallback_wraps_what_the_newest_wheel_wraps(table: dict) -> None:
+    """When no wheel is cached the stand-in's transfer_to_npu runs: its lists are the newest version's."""
+    path = Path(__file__).resolve().parents[3] / "assets/emulator/torch_npu/contrib/transfer_to_npu.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    lists = {
+        s.targets[0].id: ast.literal_eval(s.value)
+        for s in tree.body
+        if isinstance(s, ast.Assign) and isinstance(s.targets[0], ast.Name) and isinstance(s.value, ast.Tuple)
+    }
+    newest = table["versions"][VERSIONS[-1]]
+    assert sorted(lists["FACTORIES"]) == newest["device_arguments"]["torch"]
+    assert sorted(lists["DEVICE_KEYWORDS"]) == newest["device_keywords"]

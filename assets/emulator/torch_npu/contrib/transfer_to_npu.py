@@ -27,13 +27,19 @@ import torch.distributed
 import torch_npu
 from torch_npu.contrib import _real_transfer
 
+# The torch functions whose device arguments torch-npu 2.14.0 remaps (its torch_fn_white_list; the table
+# torch-npu/transfer_to_npu.json, checked against the wheel, must agree: tests/python/wheels).
 FACTORIES = (
-    "tensor", "as_tensor", "asarray", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
-    "arange", "range", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
-    "rand_like", "randn_like", "randint_like", "empty_strided", "tril_indices", "triu_indices", "normal",
-    "scalar_tensor", "sparse_coo_tensor", "sparse_csr_tensor", "bartlett_window", "blackman_window",
-    "hamming_window", "hann_window", "kaiser_window", "empty_permuted", "eye", "full_like", "poisson",
+    "_cudnn_init_dropout_state", "_empty_affine_quantized", "_empty_per_channel_affine_quantized", "_pin_memory",
+    "_sparse_coo_tensor_unsafe", "_sparse_csr_tensor_unsafe", "arange", "as_tensor", "bartlett_window",
+    "blackman_window", "empty", "empty_like", "empty_quantized", "empty_strided", "eye", "from_file", "frombuffer",
+    "full", "full_like", "get_device_module", "hamming_window", "hann_window", "kaiser_window", "linspace", "load",
+    "logspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like",
+    "randperm", "range", "scalar_tensor", "set_default_device", "sparse_compressed_tensor", "sparse_coo_tensor",
+    "sparse_csr_tensor", "tensor", "tril_indices", "triu_indices", "zeros", "zeros_like",
 )  # fmt: skip
+
+DEVICE_KEYWORDS = ("device", "device_id", "device_type", "map_location")
 
 _CUDA_ATTRIBUTES = (
     "is_available", "device_count", "current_device", "set_device", "synchronize", "empty_cache", "manual_seed",
@@ -59,8 +65,10 @@ def to_npu_device(device: Any, *, allow_int: bool = False) -> Any:
 def _device_kwarg(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def remapped(*args: Any, **kwargs: Any) -> Any:
-        if "device" in kwargs:
-            kwargs["device"] = to_npu_device(kwargs["device"])
+        args = tuple(to_npu_device(a) for a in args)
+        for keyword in DEVICE_KEYWORDS:
+            if keyword in kwargs:
+                kwargs[keyword] = to_npu_device(kwargs[keyword])
         return function(*args, **kwargs)
 
     remapped.__wrapped_by_transfer_to_npu__ = True  # type: ignore[attr-defined]
