@@ -261,12 +261,13 @@ def _pinned_wheel_for_this_torch() -> str | None:
 
 
 @pytest.mark.parametrize("which", ["real", "standin"])
-def test_transfer_to_npu_remaps_cuda(which: str) -> None:
-    """The same remaps with the wheel's own transfer_to_npu.py over the emulator and with the stand-in."""
+def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
+    """The same remaps with the wheel's own transfer_to_npu.py over the emulator and, with no wheel in the cache
+    (offline), with the stand-in."""
     env = dict(os.environ)
     expected = "stand-in"
     if which == "standin":
-        env["NPU_EMULATOR_TRANSFER"] = "standin"
+        env["NPU_PATCHER_TORCH_NPU_DIR"] = str(tmp_path)  # an empty cache
     else:
         version = _pinned_wheel_for_this_torch()
         if version is None:
@@ -288,6 +289,8 @@ def test_transfer_to_npu_remaps_cuda(which: str) -> None:
         import torch
         from torch_npu.contrib import transfer_to_npu
         print(transfer_to_npu.SOURCE)
+        if transfer_to_npu.SOURCE == "stand-in":
+            assert "no extracted torch-npu wheel" in transfer_to_npu.STANDIN_REASON, transfer_to_npu.STANDIN_REASON
         checks = {{
             "factory str": torch.zeros(2, device="cuda").device.type,
             "factory index": torch.ones(2, device="cuda:0").device.type,

@@ -64,6 +64,14 @@ def locate() -> tuple[str, Path] | None:
     return None
 
 
+def why_not() -> str:
+    """Why :func:`locate` found nothing, for the report."""
+    if os.environ.get("NPU_EMULATOR_TRANSFER", "").strip().lower() == "standin":
+        return "NPU_EMULATOR_TRANSFER=standin asks for it"
+    return "no extracted torch-npu wheel under $NPU_PATCHER_TORCH_NPU_DIR (default ~/.cache/npu-patcher/torch-npu) " \
+        f"pairs with torch {torch.__version__}"
+
+
 def _literal_all(path: Path) -> list[str]:
     """``__all__`` of a wheel module, read with ``ast`` (the module itself cannot be imported without CANN)."""
     try:

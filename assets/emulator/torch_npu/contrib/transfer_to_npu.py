@@ -151,6 +151,8 @@ def _run_real(version: str, root: Any) -> str:
 _real = None if getattr(torch, "_npu_transfer_applied", False) else _real_transfer.locate()
 if _real is None:
     SOURCE = "stand-in"
+    #: Why the wheel's own module did not run.
+    STANDIN_REASON = _real_transfer.why_not()
     _apply()
 else:
     SOURCE = _run_real(*_real)
