@@ -186,7 +186,10 @@ fn extract_python(archive: &Path, into: &Path) -> Result<()> {
     let mut count = 0;
     for i in 0..zip.len() {
         let mut entry = zip.by_index(i)?;
-        let name = entry.name().map(std::borrow::Cow::into_owned).unwrap_or_default();
+        let name = entry
+            .name()
+            .map(std::borrow::Cow::into_owned)
+            .unwrap_or_default();
         if !entry.is_file() || !is_python_source(&name) {
             continue;
         }
