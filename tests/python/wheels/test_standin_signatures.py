@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 import torch
 from api_source import NO_DEFAULT, Expr, op_schema, python_signature
-from conftest import VERSIONS, wheel_root
+from wheels_cache import VERSIONS, wheel_root
 
 OPS = ("npu_fusion_attention", "npu_rms_norm", "npu_rotary_mul")
 AMP = ("autocast", "GradScaler", "custom_fwd", "custom_bwd")

@@ -8,7 +8,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from conftest import VERSIONS
+from wheels_cache import VERSIONS
 from transfer_source import differences, read_facts
 
 
