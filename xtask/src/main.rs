@@ -9,11 +9,13 @@ mod accuracy;
 mod bench_patches;
 mod bench_progress;
 mod bench_scan;
+mod codegen;
 mod corpus;
 mod dist;
 mod shipped;
 mod test;
 mod tidy;
+mod torch_npu;
 mod venv;
 
 use anyhow::Result;
@@ -43,6 +45,12 @@ enum Command {
     Dist(dist::Args),
     /// Repository consistency checks (also run as a test).
     Tidy,
+    /// Download (cached, sha256-checked) the pinned torch-npu wheels of `torch-npu/wheels.json`
+    /// and extract their Python sources; print each version and its directory.
+    TorchNpu(torch_npu::Args),
+    /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
+    /// (`--check`: fail if the committed file is stale).
+    Codegen(codegen::Args),
 }
 
 #[derive(Subcommand)]
@@ -70,6 +78,8 @@ fn main() -> Result<()> {
         Command::Accuracy(args) => accuracy::run(&args),
         Command::Dist(args) => dist::run(&args).map(|_| ()),
         Command::Tidy => tidy::run(),
+        Command::TorchNpu(args) => torch_npu::run(&args),
+        Command::Codegen(args) => codegen::run(&args),
     }
 }
 

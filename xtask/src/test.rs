@@ -1,6 +1,7 @@
 //! `cargo xtask test`: every check and test, from a fresh clone, in one command.
 //!
-//! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the cargo tests, the scanner
+//! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
+//! (`cargo xtask torch-npu`), the cargo tests, the scanner
 //! on the real-code corpus (`accuracy --corpus`), the release bundle, then pytest over `tests/`.
 //! Every step runs even when an earlier one fails, so one run shows everything that is wrong;
 //! the exit code is non-zero if any step failed.
@@ -77,9 +78,20 @@ pub fn run(args: &Args) -> Result<()> {
     // The venv's bin/ (python, pytest, shellcheck) comes first on PATH for every test.
     let path = venv_path(&python);
 
+    // The pinned torch-npu wheels' Python sources: the remap-table test reads them and the
+    // emulator runs their transfer_to_npu.py. Without them those tests fail (never skip).
+    let t = Instant::now();
+    let wheels = crate::torch_npu::ensure_all();
+    if let Err(e) = &wheels {
+        eprintln!("xtask: error: {e:#}");
+    }
+    step("torch-npu wheels", wheels.is_ok(), t);
+    let wheels = crate::torch_npu::cache_dir();
+
     let t = Instant::now();
     let ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
         .dir(&root)
+        .env("NPU_PATCHER_TORCH_NPU_DIR", &wheels)
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_PYTHON", &python)
@@ -121,6 +133,7 @@ pub fn run(args: &Args) -> Result<()> {
     pytest.extend(args.pytest_args.iter().cloned());
     let ok = duct::cmd(&python, &pytest)
         .dir(&root)
+        .env("NPU_PATCHER_TORCH_NPU_DIR", &wheels)
         .env("NPU_PATCHER_PYTHON", &python)
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")

@@ -7,6 +7,7 @@ asynchrony (the emulator runs every op synchronously on CPU).
 from __future__ import annotations
 
 import os
+import re
 import sys
 import time
 import types
@@ -124,13 +125,13 @@ def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
     DEVICE_GENERATOR.set_state(new_states[0].cpu())
 
 
-def is_bf16_supported(including_emulation: bool = True) -> bool:
+def is_bf16_supported(including_emulation: bool = False) -> bool:
     del including_emulation
     return True
 
 
-def get_device_name(device: Any = None) -> str:
-    _index(device)
+def get_device_name(device_name: Any = None) -> str:
+    _index(device_name)
     return DEVICE_NAME
 
 
@@ -141,14 +142,17 @@ def _host_memory() -> int:
         return 0
 
 
-def get_device_properties(device: Any = None) -> types.SimpleNamespace:
-    _index(device)
+def get_device_properties(device_name: Any = None) -> types.SimpleNamespace:
+    _index(device_name)
     return types.SimpleNamespace(name=DEVICE_NAME, total_memory=_host_memory(), multi_processor_count=1)
 
 
-def get_device_capability(device: Any = None) -> None:
-    """None, as on a real NPU (NPU-FACTS.md, "torch_npu basics")."""
+def get_device_capability(device: Any = None) -> tuple[int, int] | None:
+    """None, as on a real NPU, unless ``TORCH_NPU_DEVICE_CAPABILITY="major.minor"`` is set: torch_npu 2.8.0.post5
+    and later then return that pair (torch-npu 2.14.0 ``npu/__init__.py``; an unparsable value gives None)."""
     _index(device)
+    match = re.fullmatch(r"(\d+)\.(\d+)", os.environ.get("TORCH_NPU_DEVICE_CAPABILITY", "").strip())
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def mem_get_info(device: Any = None) -> tuple[int, int]:
@@ -178,7 +182,7 @@ def get_autocast_dtype() -> torch.dtype:
     return torch.get_autocast_dtype("npu")
 
 
-def set_compile_mode(jit_compile: bool = True) -> None:
+def set_compile_mode(jit_compile: bool = False) -> None:
     """Stored only: the emulator has no graph compiler (NPU-FACTS.md, "Performance environment")."""
     _compile_mode["jit_compile"] = bool(jit_compile)
 
@@ -243,7 +247,7 @@ def default_stream(device: Any = None) -> Stream:
     return _DEFAULT_STREAM
 
 
-def stream(stream: Stream | None = None) -> Stream:
+def stream(stream: Stream | None) -> Stream:
     return stream if stream is not None else _DEFAULT_STREAM
 
 
@@ -295,13 +299,35 @@ class GradScaler(torch.amp.GradScaler):
         growth_factor: float = 2.0,
         backoff_factor: float = 0.5,
         growth_interval: int = 2000,
+        dynamic: bool = True,
         enabled: bool = True,
     ) -> None:
+        # torch_npu's `dynamic=False` keeps a static loss scale (npu/amp/grad_scaler.py): no growth, no backoff.
+        if not dynamic:
+            raise EmulatedNPUError(
+                emulated_message(
+                    "GradScaler(dynamic=False) is not emulated",
+                    "a static loss scale",
+                    "torch-npu 2.14.0 npu/amp/grad_scaler.py",
+                )
+            )
         super().__init__("npu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
+
+
+def custom_fwd(fwd: Any = None, *, cast_inputs: torch.dtype | None = None) -> Any:
+    """``torch.npu.amp.custom_fwd``: ``torch.amp.custom_fwd(..., device_type="npu")``."""
+    return torch.amp.custom_fwd(fwd, device_type="npu", cast_inputs=cast_inputs)
+
+
+def custom_bwd(bwd: Any) -> Any:
+    """``torch.npu.amp.custom_bwd``: ``torch.amp.custom_bwd(..., device_type="npu")``."""
+    return torch.amp.custom_bwd(bwd, device_type="npu")
 
 
 amp.autocast = autocast  # type: ignore[attr-defined]
 amp.GradScaler = GradScaler  # type: ignore[attr-defined]
+amp.custom_fwd = custom_fwd  # type: ignore[attr-defined]
+amp.custom_bwd = custom_bwd  # type: ignore[attr-defined]
 
 _PUBLIC = (
     is_available, is_initialized, init, _lazy_init, _is_in_bad_fork, device_count, current_device, set_device,

@@ -165,6 +165,7 @@ def npu_fusion_attention(
     sparse_mode: int = 0,
     gen_mask_parallel: bool = True,
     sync: bool = False,
+    softmax_layout: str = "",
 ) -> tuple[torch.Tensor, ...]:
     """Reference ``torch_npu.npu_fusion_attention``; returns a tuple whose ``[0]`` is the attention output.
 
@@ -173,7 +174,8 @@ def npu_fusion_attention(
     2 (left-up causal) and 3 (right-down causal; both with the compressed 2048x2048 ``triu`` mask) are emulated.
     The other tuple items are placeholders (softmax statistics are not reproduced).
     """
-    del inner_precise, prefix, gen_mask_parallel, sync
+    # softmax_layout only changes the layout of the softmax statistics, which are placeholders here.
+    del inner_precise, prefix, gen_mask_parallel, sync, softmax_layout
     if input_layout not in _LAYOUTS:
         raise _fail("invalid input_layout", f"{input_layout!r}; expected one of {', '.join(_LAYOUTS)}")
     if sparse_mode not in (0, *_CAUSAL_MODES):
@@ -244,16 +246,34 @@ def _tnd(
     return out
 
 
-def npu_rms_norm(x: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reference ``torch_npu.npu_rms_norm``: ``(x * rsqrt(mean(x^2) + eps) * gamma, rstd)``."""
+def npu_rms_norm(self: torch.Tensor, gamma: torch.Tensor, epsilon: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reference ``torch_npu.npu_rms_norm``: ``(x * rsqrt(mean(x^2) + eps) * gamma, rstd)``.
+
+    The first parameter is named ``self`` as in torch_npu's schema (``_op_plugin_docs.py``).
+    """
+    x = self
     dims = tuple(range(x.dim() - gamma.dim(), x.dim()))
     xf = x.float()
     rstd = torch.rsqrt(xf.pow(2).mean(dim=dims, keepdim=True) + epsilon)
     return (xf * rstd * gamma.float()).to(x.dtype), rstd
 
 
-def npu_rotary_mul(x: torch.Tensor, r1: torch.Tensor, r2: torch.Tensor) -> torch.Tensor:
-    """Reference ``torch_npu.npu_rotary_mul`` (half rotation): ``x * r1 + rotate_half(x) * r2``."""
+def npu_rotary_mul(
+    input: torch.Tensor,  # noqa: A002 - torch_npu's parameter name (_op_plugin_docs.py)
+    r1: torch.Tensor,
+    r2: torch.Tensor,
+    rotary_mode: str = "half",
+    rotate: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Reference ``torch_npu.npu_rotary_mul`` in ``half`` mode: ``x * r1 + rotate_half(x) * r2``.
+
+    ``interleave`` mode and the ``rotate`` matrix (torch_npu 2.8.0.post5 and later) are not emulated.
+    """
+    if rotary_mode != "half":
+        raise _fail("not emulated", f"rotary_mode={rotary_mode!r} (the emulator implements 'half')")
+    if rotate is not None:
+        raise _fail("not emulated", "the rotate matrix (the emulator implements rotate=None)")
+    x = input
     half = x.shape[-1] // 2
     rotated = torch.cat((-x[..., half:], x[..., :half]), dim=-1)
     return x * r1 + rotated * r2

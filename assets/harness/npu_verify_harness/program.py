@@ -173,7 +173,35 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
         report_float64(results, observer, "pipeline")
         report_fallbacks(results, observer, "pipeline")
     report_patches(results, watch, steps)
+    report_transfer(results, emulated)
     return 0
+
+
+def report_transfer(results, emulated):
+    """Which transfer_to_npu the program imported: on an NPU, torch_npu's; emulated, the real
+    ``contrib/transfer_to_npu.py`` of the pinned torch-npu wheel that pairs with this torch, or the stand-in."""
+    module = sys.modules.get("torch_npu.contrib.transfer_to_npu")
+    if module is None:
+        return
+    source = getattr(module, "SOURCE", None)
+    if not emulated or source is None:
+        version = getattr(sys.modules.get("torch_npu"), "__version__", "?")
+        results.check("pipeline.transfer_to_npu", PASS, "torch_npu {}'s transfer_to_npu remapped cuda to npu".format(
+            version), data={"source": "torch_npu"}, emulated=False)
+    elif source == "stand-in":
+        results.check(
+            "pipeline.transfer_to_npu",
+            PASS,
+            "the emulator's stand-in transfer_to_npu ran: {}".format(getattr(module, "STANDIN_REASON", "?")),
+            data={"source": "stand-in"},
+        )
+    else:
+        results.check(
+            "pipeline.transfer_to_npu",
+            PASS,
+            "the real {} ran over the emulated device".format(source),
+            data={"source": source},
+        )
 
 
 def report_loss(results, observer):

@@ -39,6 +39,7 @@ pub mod finding;
 pub mod fix;
 pub mod output;
 pub mod project;
+pub mod remap;
 pub mod rules;
 pub mod semantic;
 pub mod source;

@@ -86,6 +86,34 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
+/// The `transfer_to_npu` that must run under `--emulate-npu`: the real one of the pinned torch-npu
+/// wheel (`torch-npu/wheels.json`) that pairs with the venv's torch, which `cargo xtask test`
+/// extracts before the tests; the stand-in when no pinned wheel pairs with it.
+fn expected_transfer_source(report: &serde_json::Value) -> String {
+    let detail = check(report, "runtime.torch")["detail"].as_str().unwrap();
+    let version = detail.split_whitespace().nth(1).unwrap();
+    let base = version.split('+').next().unwrap();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    manifest["wheels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["torch"] == base)
+        .map_or_else(
+            || "stand-in".to_owned(),
+            |w| {
+                format!(
+                    "torch-npu {} contrib/transfer_to_npu.py",
+                    w["version"].as_str().unwrap()
+                )
+            },
+        )
+}
+
 fn failures(report: &serde_json::Value) -> Vec<String> {
     report["checks"]
         .as_array()
@@ -223,6 +251,14 @@ fn fixed_demo_passes_runtime_and_pipeline() {
         check(&report, "pipeline.patches")["status"],
         "pass",
         "the program applies the patcher itself"
+    );
+    // The entry imports transfer_to_npu: the report says which one ran over the emulated device.
+    let transfer = check(&report, "pipeline.transfer_to_npu");
+    assert_eq!(transfer["status"], "pass", "{transfer:#}");
+    assert_eq!(
+        transfer["data"]["source"],
+        expected_transfer_source(&report),
+        "{transfer:#}"
     );
     let written: serde_json::Value = serde_json::from_slice(
         &std::fs::read(root.join("migrate_to_cloudrobo/verify-report.json")).unwrap(),

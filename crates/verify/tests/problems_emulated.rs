@@ -74,7 +74,81 @@ fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
+/// The `transfer_to_npu` that `--emulate-npu` runs: the real one of the pinned torch-npu wheel
+/// (`torch-npu/wheels.json`) that pairs with the venv's torch (`cargo xtask test` extracts the
+/// wheels first), else the stand-in.
+fn expected_transfer_source() -> String {
+    let out = std::process::Command::new(python())
+        .args(["-c", "import torch; print(torch.__version__.split('+')[0])"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    manifest["wheels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["torch"] == base.as_str())
+        .map_or_else(
+            || "stand-in".to_owned(),
+            |w| {
+                format!(
+                    "torch-npu {} contrib/transfer_to_npu.py",
+                    w["version"].as_str().unwrap()
+                )
+            },
+        )
+}
+
 const STEP: &str = "for _ in range(5):\n    loss = model(x).square().mean()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()";
+
+#[test]
+fn a_capability_gate_that_transfer_to_npu_turns_true_fails_at_its_cuda_only_path() {
+    // P_DEV's capability gate: under transfer_to_npu `x.is_cuda` is `x.is_npu`, so the branch for
+    // CUDA runs on the NPU and imports a CUDA-only kernel library, which Ascend does not have.
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        &format!(
+            "from torch_npu.contrib import transfer_to_npu\nif x.is_cuda:\n    \
+             import flash_attn_2_cuda as kernels\n    x = kernels.fwd(x)\n{STEP}"
+        ),
+    );
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1), "{report:#}");
+    let failed = check(&report, "pipeline.run");
+    assert_eq!(failed["status"], "fail", "{failed:#}");
+    assert!(
+        failed["detail"].as_str().unwrap().contains("train.py:14"),
+        "fails at the import behind the gate: {failed:#}"
+    );
+    assert!(
+        failed["detail"]
+            .as_str()
+            .unwrap()
+            .contains("flash_attn_2_cuda"),
+        "{failed:#}"
+    );
+    let transfer = check(&report, "pipeline.transfer_to_npu");
+    assert_eq!(
+        transfer["data"]["source"],
+        expected_transfer_source(),
+        "{transfer:#}"
+    );
+    // Without transfer_to_npu the gate stays false and the same loop trains.
+    let plain = project(
+        &dir.path().join("plain"),
+        &format!(
+            "if x.is_cuda:\n    import flash_attn_2_cuda as kernels\n    x = kernels.fwd(x)\n{STEP}"
+        ),
+    );
+    let (code, report) = run(&plain, &[]);
+    assert_eq!(code, Some(0), "{report:#}");
+}
 
 #[test]
 fn a_clean_loop_passes() {

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import math
+import os
 import subprocess
 import sys
 import textwrap
@@ -13,7 +16,8 @@ import torch
 import torch.nn.functional as F
 from npu_emulator import EmulatedNPUError
 
-EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
+ROOT = Path(__file__).resolve().parents[3]
+EMULATOR = ROOT / "assets" / "emulator"
 
 B, N, SQ, SKV, D = 2, 3, 5, 7, 8
 SCALE = 1.0 / math.sqrt(D)
@@ -249,13 +253,44 @@ def test_npu_fused_adamw_leaves_out_params_without_grad_at_first_step(torch_npu:
     assert torch.equal(second.weight.detach().cpu(), before)
 
 
-def test_transfer_to_npu_remaps_cuda() -> None:
+def _pinned_wheel_for_this_torch() -> str | None:
+    """The pinned torch-npu version (torch-npu/wheels.json) that pairs with this torch, if any."""
+    manifest = json.loads((ROOT / "torch-npu" / "wheels.json").read_text(encoding="utf-8"))
+    base = torch.__version__.split("+")[0]
+    return next((w["version"] for w in manifest["wheels"] if w["torch"] == base), None)
+
+
+@pytest.mark.parametrize("which", ["real", "standin"])
+def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
+    """The same remaps with the wheel's own transfer_to_npu.py over the emulator and, with no wheel in the cache
+    (offline), with the stand-in."""
+    env = dict(os.environ)
+    expected = "stand-in"
+    if which == "standin":
+        env["NPU_PATCHER_TORCH_NPU_DIR"] = str(tmp_path)  # an empty cache
+    else:
+        version = _pinned_wheel_for_this_torch()
+        if version is None:
+            pytest.skip(f"no pinned torch-npu wheel pairs with torch {torch.__version__}: only the stand-in can run")
+        # The locator alone, without importing the stand-in package (which installs the device).
+        spec = importlib.util.spec_from_file_location("_locator", EMULATOR / "torch_npu/contrib/_real_transfer.py")
+        locator = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(locator)
+        if not (locator.wheels_dir() / version / ".complete").is_file():
+            pytest.fail(
+                f"torch-npu {version} is not extracted under {locator.wheels_dir()}: run `cargo xtask torch-npu`"
+            )
+        expected = f"torch-npu {version} contrib/transfer_to_npu.py"
     code = textwrap.dedent(
         f"""
-        import sys
+        import sys, warnings
+        warnings.simplefilter("ignore")
         sys.path.insert(0, {str(EMULATOR)!r})
         import torch
         from torch_npu.contrib import transfer_to_npu
+        print(transfer_to_npu.SOURCE)
+        if transfer_to_npu.SOURCE == "stand-in":
+            assert "no extracted torch-npu wheel" in transfer_to_npu.STANDIN_REASON, transfer_to_npu.STANDIN_REASON
         checks = {{
             "factory str": torch.zeros(2, device="cuda").device.type,
             "factory index": torch.ones(2, device="cuda:0").device.type,
@@ -292,9 +327,11 @@ def test_transfer_to_npu_remaps_cuda() -> None:
         print("remapped", len(checks))
         """
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "remapped 10"
+    assert done.stdout.split("\n")[:2] == [expected, "remapped 10"], done.stdout
 
 
 def test_fusion_attention_token_band_in_sparse_mode_0(torch_npu: object) -> None:

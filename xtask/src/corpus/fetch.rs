@@ -146,12 +146,12 @@ pub fn ensure(cache: &Path, dist: &Distribution) -> Result<PathBuf> {
 }
 
 /// The checked archive of `dist` in the download cache, fetched if it is missing or wrong.
-fn download(cache: &Path, dist: &Distribution) -> Result<PathBuf> {
+pub(crate) fn download(cache: &Path, dist: &Distribution) -> Result<PathBuf> {
     let path = cache.join("downloads").join(&dist.filename);
     if path.exists() && sha256_of(&path)? == dist.sha256 {
         return Ok(path);
     }
-    eprintln!("xtask: corpus: downloading {}", dist.filename);
+    eprintln!("xtask: downloading {}", dist.filename);
     let part = path.with_file_name(format!("{}.part-{}", dist.filename, std::process::id()));
     let out = duct::cmd!(
         "curl",

@@ -9,7 +9,7 @@
 //! See `corpus/README.md`.
 
 mod baseline;
-mod fetch;
+pub(crate) mod fetch;
 mod labels;
 mod score;
 

@@ -1,6 +1,12 @@
 """``from torch_npu.contrib import transfer_to_npu``: remap CUDA to the npu device for the rest of the process.
 
-What it remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
+When the torch-npu wheel that pairs with this torch is extracted in the cache (``cargo xtask torch-npu``), this
+module runs that wheel's own ``contrib/transfer_to_npu.py`` over the emulated device (``_real_transfer``), and
+``SOURCE`` says so (``"torch-npu 2.14.0 contrib/transfer_to_npu.py"``). Otherwise (offline, no cache, a torch
+that no pinned wheel pairs with, or ``NPU_EMULATOR_TRANSFER=standin``) the stand-in below runs and ``SOURCE`` is
+``"stand-in"``.
+
+What the stand-in remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
 ``Tensor.to`` / ``Module.to`` (including an int device), ``.cuda()`` -> ``.npu()``, ``is_cuda`` -> ``is_npu``,
 the ``torch.cuda`` functions -> ``torch.npu`` (including ``amp``), ``nccl`` -> ``hccl`` in
 ``torch.distributed.init_process_group``, and ``torch.jit.script`` becomes a no-op. Like the real module it does
@@ -19,14 +25,21 @@ import torch
 import torch.distributed
 
 import torch_npu
+from torch_npu.contrib import _real_transfer
 
+# The torch functions whose device arguments torch-npu 2.14.0 remaps (its torch_fn_white_list; the table
+# torch-npu/transfer_to_npu.json, checked against the wheel, must agree: tests/python/wheels).
 FACTORIES = (
-    "tensor", "as_tensor", "asarray", "zeros", "ones", "empty", "full", "rand", "randn", "randint", "randperm",
-    "arange", "range", "linspace", "logspace", "eye", "zeros_like", "ones_like", "empty_like", "full_like",
-    "rand_like", "randn_like", "randint_like", "empty_strided", "tril_indices", "triu_indices", "normal",
-    "scalar_tensor", "sparse_coo_tensor", "sparse_csr_tensor", "bartlett_window", "blackman_window",
-    "hamming_window", "hann_window", "kaiser_window", "empty_permuted", "eye", "full_like", "poisson",
+    "_cudnn_init_dropout_state", "_empty_affine_quantized", "_empty_per_channel_affine_quantized", "_pin_memory",
+    "_sparse_coo_tensor_unsafe", "_sparse_csr_tensor_unsafe", "arange", "as_tensor", "bartlett_window",
+    "blackman_window", "empty", "empty_like", "empty_quantized", "empty_strided", "eye", "from_file", "frombuffer",
+    "full", "full_like", "get_device_module", "hamming_window", "hann_window", "kaiser_window", "linspace", "load",
+    "logspace", "normal", "ones", "ones_like", "rand", "rand_like", "randint", "randint_like", "randn", "randn_like",
+    "randperm", "range", "scalar_tensor", "set_default_device", "sparse_compressed_tensor", "sparse_coo_tensor",
+    "sparse_csr_tensor", "tensor", "tril_indices", "triu_indices", "zeros", "zeros_like",
 )  # fmt: skip
+
+DEVICE_KEYWORDS = ("device", "device_id", "device_type", "map_location")
 
 _CUDA_ATTRIBUTES = (
     "is_available", "device_count", "current_device", "set_device", "synchronize", "empty_cache", "manual_seed",
@@ -52,8 +65,10 @@ def to_npu_device(device: Any, *, allow_int: bool = False) -> Any:
 def _device_kwarg(function: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(function)
     def remapped(*args: Any, **kwargs: Any) -> Any:
-        if "device" in kwargs:
-            kwargs["device"] = to_npu_device(kwargs["device"])
+        args = tuple(to_npu_device(a) for a in args)
+        for keyword in DEVICE_KEYWORDS:
+            if keyword in kwargs:
+                kwargs[keyword] = to_npu_device(kwargs[keyword])
         return function(*args, **kwargs)
 
     remapped.__wrapped_by_transfer_to_npu__ = True  # type: ignore[attr-defined]
@@ -123,4 +138,21 @@ def _apply() -> None:
     torch._npu_transfer_applied = True  # type: ignore[attr-defined]
 
 
-_apply()
+def _run_real(version: str, root: Any) -> str:
+    """Run the wheel's own transfer_to_npu.py as this module (its ``__file__`` finds its apis_config.json)."""
+    path = root / _real_transfer.TRANSFER
+    _real_transfer.prepare(root)
+    globals()["__file__"] = str(path)
+    exec(compile(path.read_text(encoding="utf-8"), str(path), "exec"), globals())  # noqa: S102
+    torch._npu_transfer_applied = True  # type: ignore[attr-defined]
+    return f"torch-npu {version} contrib/transfer_to_npu.py"
+
+
+_real = None if getattr(torch, "_npu_transfer_applied", False) else _real_transfer.locate()
+if _real is None:
+    SOURCE = "stand-in"
+    #: Why the wheel's own module did not run.
+    STANDIN_REASON = _real_transfer.why_not()
+    _apply()
+else:
+    SOURCE = _run_real(*_real)

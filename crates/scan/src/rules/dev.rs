@@ -59,7 +59,8 @@ impl Rule for DeviceAssumption {
                         (true, true) => gate::after_early_exit(cx.semantic(), stmt, &s.body),
                     };
                     if let Some(path) = gate::cuda_only_path(cx.semantic(), Some(&s.test), branch) {
-                        let message = gate::message(cx.slice(check.range()), &path);
+                        let message =
+                            gate::message(cx.semantic(), check, cx.slice(check.range()), &path);
                         cx.report(check.range(), message);
                     }
                 }
@@ -116,7 +117,8 @@ impl Rule for DeviceAssumption {
                 if let Some((check, negated)) = gate::remapped_check(cx.semantic(), &e.test) {
                     let branch = if negated { &e.orelse } else { &e.body };
                     if let Some(path) = gate::cuda_only_in_expr(cx.semantic(), branch) {
-                        let message = gate::message(cx.slice(check.range()), &path);
+                        let message =
+                            gate::message(cx.semantic(), check, cx.slice(check.range()), &path);
                         cx.report(check.range(), message);
                     }
                 }

@@ -456,8 +456,15 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             let Expr::Attribute(a) = call.func.as_ref() else {
                 return None;
             };
-            (a.attr.as_str() == "cuda" && sem.resolve(&a.value).is_none())
-                .then(|| "`.cuda()` (becomes `.npu()` under transfer_to_npu)".to_owned())
+            (a.attr.as_str() == "cuda" && sem.resolve(&a.value).is_none()).then(|| {
+                if crate::remap::every(|v| {
+                    v.assigned("torch.Tensor.cuda") == Some("torch.Tensor.npu")
+                }) {
+                    "`.cuda()` (becomes `.npu()` under transfer_to_npu)".to_owned()
+                } else {
+                    "`.cuda()` (a CUDA copy)".to_owned()
+                }
+            })
         }
         Expr::Attribute(_) | Expr::Name(_) => {
             // Only the outermost part of a dotted name.
@@ -485,7 +492,7 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             } else if backend {
                 format!("`{q}` (CUDA backend setting, no effect on the NPU)")
             } else {
-                format!("`{q}` (becomes torch.npu under transfer_to_npu)")
+                cuda_name_site(&q)
             })
         }
         Expr::Constant(c) => {
@@ -493,7 +500,11 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                 return None;
             };
             let kind = if s == "nccl" {
-                "\"nccl\" backend (becomes hccl under transfer_to_npu)"
+                if crate::remap::every(crate::remap::Version::nccl_becomes_hccl) {
+                    "\"nccl\" backend (becomes hccl under transfer_to_npu)"
+                } else {
+                    "\"nccl\" backend (CUDA's collective library)"
+                }
             } else if is_cuda_device(s) {
                 "\"cuda\" device string (becomes npu under transfer_to_npu)"
             } else if s == "PYTORCH_CUDA_ALLOC_CONF" {
@@ -517,6 +528,30 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                 .then(|| "\"cuda:…\" device string (becomes npu under transfer_to_npu)".to_owned())
         }
         _ => None,
+    }
+}
+
+/// How `transfer_to_npu` treats `q` (`torch.cuda` or `torch.cuda.<name>…`), from the remap
+/// table: `torch.cuda.<name>` becomes `torch_npu.npu`'s only when `<name>` is in that module's
+/// `__all__` (`torch_npu` copies just those names), and a finding says so only for a name every
+/// pinned torch-npu version copies.
+fn cuda_name_site(q: &str) -> String {
+    let Some(name) = q.strip_prefix("torch.cuda.") else {
+        return format!(
+            "`{q}` (its torch_npu.npu names replace torch.cuda's under transfer_to_npu)"
+        );
+    };
+    let remapped = |v: &crate::remap::Version| v.cuda_name_is_npu(name);
+    if crate::remap::every(remapped) {
+        return format!("`{q}` (becomes torch.npu under transfer_to_npu)");
+    }
+    match crate::remap::versions(remapped) {
+        Some(versions) => format!(
+            "`{q}` (becomes torch.npu under transfer_to_npu only in {versions}; elsewhere it stays CUDA's)"
+        ),
+        None => {
+            format!("`{q}` (torch_npu has no counterpart, so transfer_to_npu leaves it CUDA's)")
+        }
     }
 }
 
@@ -547,4 +582,20 @@ fn in_comparison(sem: &Semantic<'_>) -> bool {
 
 fn is_docstring(sem: &Semantic<'_>) -> bool {
     sem.exprs().is_empty() && matches!(sem.current_stmt(), Some(Stmt::Expr(_)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::cuda_name_site;
+
+    #[test]
+    fn a_torch_cuda_name_is_said_to_become_npu_only_where_the_table_copies_it() {
+        assert!(cuda_name_site("torch.cuda.is_available").contains("becomes torch.npu"));
+        assert!(cuda_name_site("torch.cuda.amp.GradScaler").contains("becomes torch.npu"));
+        let nvtx = cuda_name_site("torch.cuda.nvtx.range_push");
+        assert!(
+            nvtx.contains("no counterpart") && !nvtx.contains("becomes"),
+            "{nvtx}"
+        );
+    }
 }

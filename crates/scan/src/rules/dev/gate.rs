@@ -1,13 +1,15 @@
 //! CUDA capability checks that `transfer_to_npu` turns true on the NPU, gating a CUDA-only path.
 //!
-//! Under `transfer_to_npu`, `Tensor.is_cuda` is `Tensor.is_npu` and `torch.cuda` is
-//! `torch_npu.npu` (NPU-FACTS.md, "`torch_npu` basics", read in torch-npu 2.14.0's
-//! `contrib/transfer_to_npu.py`), so `if x.is_cuda:` and `if torch.cuda.is_available():` are
-//! taken on the NPU. When such a branch builds a CUDA extension, launches a Triton kernel,
+//! Under `transfer_to_npu`, `Tensor.is_cuda` is `Tensor.is_npu` and `torch.cuda` gets
+//! `torch_npu.npu`'s `is_available`/`device_count` (the remap table, [`crate::remap`], read from
+//! each pinned wheel's `contrib/transfer_to_npu.py`), so `if x.is_cuda:` and
+//! `if torch.cuda.is_available():` are taken on the NPU. A check is reported only when every
+//! pinned torch-npu version remaps it. When such a branch builds a CUDA extension, launches a Triton kernel,
 //! compiles `FlexAttention` or calls a CUDA-only library, that path runs on the NPU and fails.
 //! `x.device.type == "cuda"` stays false there, so a gate written that way is not reported
 //! (and neither is its comparison).
 
+use crate::remap::{self, Version};
 use crate::semantic::Semantic;
 use crate::source::ast::{self, CmpOp, Expr, Stmt, UnaryOp};
 use std::ops::ControlFlow;
@@ -53,12 +55,31 @@ pub(super) fn remapped_check<'e>(sem: &Semantic<'_>, test: &'e Expr) -> Option<(
                 _ => None,
             }
         }
-        Expr::Attribute(a) if a.attr.as_str() == "is_cuda" => Some((test, false)),
-        Expr::Call(call)
-            if sem.resolves_to(&call.func, "torch.cuda.is_available")
-                || sem.resolves_to(&call.func, "torch.cuda.device_count") =>
-        {
-            Some((test, false))
+        _ => remap_reason(sem, test).map(|_| (test, false)),
+    }
+}
+
+/// CUDA presence checks: true (or non-zero) when CUDA is there.
+const CUDA_CHECKS: &[&str] = &["is_available", "device_count"];
+
+/// Why `check` (`x.is_cuda`, `torch.cuda.is_available()`, `torch.cuda.device_count()`) turns
+/// true on the NPU under `transfer_to_npu`, from the remap table; `None` when it is not such a
+/// check or some pinned torch-npu version does not remap it.
+fn remap_reason(sem: &Semantic<'_>, check: &Expr) -> Option<String> {
+    match check {
+        Expr::Attribute(a) if a.attr.as_str() == "is_cuda" => remap::every(Version::is_cuda_is_npu)
+            .then(|| {
+                let versions = remap::versions(Version::is_cuda_is_npu).unwrap_or_default();
+                format!("{versions} sets Tensor.is_cuda to Tensor.is_npu")
+            }),
+        Expr::Call(call) => {
+            let q = sem.resolve(&call.func)?;
+            let name = q.strip_prefix("torch.cuda.")?;
+            let remapped = |v: &Version| v.cuda_name_is_npu(name);
+            (CUDA_CHECKS.contains(&name) && remap::every(remapped)).then(|| {
+                let versions = remap::versions(remapped).unwrap_or_default();
+                format!("{versions} copies torch_npu.npu.{name} onto torch.cuda")
+            })
         }
         _ => None,
     }
@@ -218,11 +239,12 @@ fn is_cuda_only_name(q: &str) -> bool {
     })
 }
 
-/// The message for a gate whose CUDA-only path is `path`.
-pub(super) fn message(check: &str, path: &str) -> String {
+/// The message for the gate `check` (written `text`) whose CUDA-only path is `path`.
+pub(super) fn message(sem: &Semantic<'_>, check: &Expr, text: &str, path: &str) -> String {
+    let why = remap_reason(sem, check).unwrap_or_default();
     format!(
-        "`{check}` turns true on the NPU under transfer_to_npu (Tensor.is_cuda is Tensor.is_npu, \
-         torch.cuda is torch_npu.npu), so the CUDA-only path it selects ({path}) runs there and \
-         fails; gate it on `x.device.type == \"cuda\"`, which stays false on the NPU (see P_DEV.md)"
+        "`{text}` turns true on the NPU under transfer_to_npu ({why} in contrib/transfer_to_npu.py), \
+         so the CUDA-only path it selects ({path}) runs there and fails; gate it on \
+         `x.device.type == \"cuda\"`, which stays false on the NPU (see P_DEV.md)"
     )
 }
