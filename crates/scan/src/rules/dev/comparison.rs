@@ -65,7 +65,7 @@ pub(super) fn fix(cx: &Checker<'_>, cmp: &ast::ExprCompare, whole: &Expr) -> Opt
 }
 
 /// Words in the code a comparison decides about that name CUDA-only machinery: accepting the NPU
-/// there would send it down a path it cannot run (GPU physics, triton kernels, NVML, CuPy).
+/// there would send it down a path it cannot run (GPU physics, triton kernels, NVML, `CuPy`).
 const GPU_ONLY_HINTS: &[&str] = &[
     "gpu",
     "triton",
