@@ -21,8 +21,7 @@ fn id_of(f: &Fixture, pattern: &str) -> String {
         .issues
         .into_iter()
         .find(|i| i.pattern == pattern)
-        .map(|i| i.id)
-        .unwrap_or_else(|| panic!("no {pattern} issue"))
+        .map_or_else(|| panic!("no {pattern} issue"), |i| i.id)
 }
 
 const TRAINER: &str = "\
