@@ -76,40 +76,64 @@ const GPU_ONLY_HINTS: &[&str] = &[
     "nvtx",
     "cuda_graph",
     "cudagraph",
+    "flex",
 ];
 
-/// The comparison sits in the test of an `if`/`while`/conditional expression whose test or
-/// branch mentions CUDA-only machinery: the finding stands, but the fix needs judgement.
+/// Words in the name of the enclosing function that say it decides about a CUDA-only feature.
+const FEATURE_HINTS: &[&str] = &["flash", "flex", "compile", "triton", "fused", "kernel"];
+
+/// The comparison decides about CUDA-only code: the `if`/`while`/conditional expression it
+/// tests mentions CUDA-only machinery, its branch names CUDA or NCCL itself (`ProcessGroupNCCL`, a
+/// `Cuda...` class, an error saying CUDA is required; `torch.cuda.*` and `.cuda()` are remapped
+/// and do not count), or the enclosing function is about a CUDA-only feature. The finding stands;
+/// the edit needs judgement.
 fn guards_gpu_only_code(cx: &Checker<'_>, whole: &Expr) -> bool {
     let sem = cx.semantic();
     let inside = |range: crate::source::TextRange| range.contains_range(whole.range());
-    let mut texts: Vec<&str> = Vec::new();
+    let mut tests: Vec<&str> = Vec::new();
+    let mut branches: Vec<&str> = Vec::new();
     for expr in sem.exprs().iter().rev() {
         if let Expr::IfExp(e) = expr
             && inside(e.test.range())
         {
-            texts.push(cx.slice(expr.range()));
+            tests.push(cx.slice(e.test.range()));
+            branches.push(cx.slice(e.body.range()));
+            branches.push(cx.slice(e.orelse.range()));
             break;
         }
     }
     if let Some(stmt) = sem.stmts().last() {
-        let (test, body) = match stmt {
+        let (test, body): (Option<&Expr>, &[ast::Stmt]) = match stmt {
             ast::Stmt::If(s) => (Some(&s.test), &s.body),
             ast::Stmt::While(s) => (Some(&s.test), &s.body),
-            _ => (None, &Vec::new()),
+            _ => (None, &[]),
         };
         if let Some(test) = test.filter(|t| inside(t.range())) {
-            texts.push(cx.slice(test.range()));
+            tests.push(cx.slice(test.range()));
             if let (Some(first), Some(last)) = (body.first(), body.last()) {
-                let range = crate::source::TextRange::new(first.start(), last.end());
-                texts.push(cx.slice(range));
+                branches.push(cx.slice(crate::source::TextRange::new(first.start(), last.end())));
             }
         }
     }
-    texts.iter().any(|text| {
+    let has = |text: &str, hints: &[&str]| {
         let lower = text.to_ascii_lowercase();
-        GPU_ONLY_HINTS.iter().any(|hint| lower.contains(hint))
-    })
+        hints.iter().any(|hint| lower.contains(hint))
+    };
+    let names_cuda = |text: &str| {
+        let lower = text
+            .to_ascii_lowercase()
+            .replace("torch.cuda.", "")
+            .replace(".cuda(", "");
+        lower.contains("cuda") || lower.contains("nccl")
+    };
+    tests
+        .iter()
+        .chain(&branches)
+        .any(|t| has(t, GPU_ONLY_HINTS))
+        || branches.iter().any(|b| names_cuda(b))
+        || sem
+            .current_function()
+            .is_some_and(|f| has(&f.name, FEATURE_HINTS))
 }
 
 /// For a `"cuda"`, `"cuda:N"` or `"nccl"` literal: its source and the NPU's value in the same

@@ -5,8 +5,8 @@
 
 use crate::checker::Checker;
 use crate::fix;
+use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged};
-use crate::source::{TextRange, TextSize};
 use issue_model::{Applicability, Fix};
 
 /// The fix of the factory call `call`, when one of its arguments reads a named tensor's shape.
@@ -19,16 +19,21 @@ pub(super) fn device_fix(cx: &Checker<'_>, call: &ast::ExprCall, whole: &Expr) -
         .iter()
         .chain(call.keywords.iter().map(|k| &k.value))
         .find_map(shape_source)?;
-    let src = cx.slice(whole.range());
-    let inner = src.strip_suffix(')')?;
-    let inner = inner.trim_end();
-    let separator = if inner.ends_with(',') { " " } else { ", " };
-    let close = whole.end() - TextSize::new(1);
+    // After the last argument, so that the keyword joins the argument list where it is.
+    let last = call
+        .args
+        .iter()
+        .map(Ranged::end)
+        .chain(call.keywords.iter().map(Ranged::end))
+        .max()?;
+    if !cx.slice(whole.range()).ends_with(')') {
+        return None;
+    }
     Some(fix::replacement(
         Applicability::Unsafe,
         format!("create it on {tensor}'s device (device={tensor}.device)"),
-        TextRange::empty(close),
-        format!("{separator}device={tensor}.device"),
+        TextRange::empty(last),
+        format!(", device={tensor}.device"),
     ))
 }
 
