@@ -9,8 +9,8 @@
 //!
 //! `train.sh` knows no bundle and no embedded copy: it uses 1 and 2 only.
 
+use crate::MIGRATE_DIR;
 use crate::error::{Error, Result};
-use crate::install::MIGRATE_DIR;
 use std::fmt;
 use std::path::{Path, PathBuf};
 

@@ -16,8 +16,7 @@ use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
-/// The folder, in the model project root, that holds everything the port adds.
-pub const MIGRATE_DIR: &str = "migrate_to_cloudrobo";
+pub use crate::MIGRATE_DIR;
 /// The record of what `init` wrote, inside [`MIGRATE_DIR`].
 pub const MANIFEST: &str = ".npu-assets.json";
 /// What `init` installs: (asset path, file name inside [`MIGRATE_DIR`]).

@@ -22,6 +22,9 @@ use include_dir::{Dir, include_dir};
 
 pub use error::{Error, Result};
 
+/// The folder, in the model project root, that holds everything the port adds.
+pub const MIGRATE_DIR: &str = "migrate_to_cloudrobo";
+
 /// The whole `assets/` tree.
 pub static ASSETS: Dir<'static> = include_dir!("$CARGO_MANIFEST_DIR/../../assets");
 
