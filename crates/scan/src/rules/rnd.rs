@@ -8,6 +8,7 @@
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis;
 use crate::semantic::Semantic;
+use crate::source::TextSize;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
@@ -57,8 +58,15 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
     };
     let sem = cx.semantic();
     let calls = analysis::find(func.body, |e| factory_name(sem, e).is_some());
+    // After the function moves its inputs to the CPU (`r = r.to("cpu")`), it computes on the
+    // host on purpose: its new tensors meet CPU tensors (a P_TGT round trip when it sends the
+    // result back).
+    let host_from = moved_to_cpu(func.body);
     let mut hits = Vec::new();
     for occ in &calls {
+        if host_from.is_some_and(|at| occ.expr.start() > at) {
+            continue;
+        }
         let Expr::Call(call) = occ.expr else { continue };
         let Some(name) = factory_name(sem, occ.expr) else {
             continue;
@@ -70,6 +78,9 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
             continue;
         }
         hits.push((occ.expr.range(), name));
+    }
+    if hits.is_empty() || only_called_from_setup(sem, def) {
+        return;
     }
     let helper = analysis::is_module_level(sem).then(|| func.name.to_owned());
     for (range, name) in hits {
@@ -84,6 +95,75 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
             finding.symbol = Some(helper.clone());
         }
     }
+}
+
+/// Where the function first assigns a tensor moved to the CPU to a local name
+/// (`reward = reward.to("cpu")`, `x = x.cpu()`), if it does.
+fn moved_to_cpu(body: &[Stmt]) -> Option<TextSize> {
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    all.into_iter().find_map(|s| {
+        let Stmt::Assign(a) = s else { return None };
+        let [Expr::Name(_)] = a.targets.as_slice() else {
+            return None;
+        };
+        let Expr::Call(c) = a.value.as_ref() else {
+            return None;
+        };
+        let Expr::Attribute(m) = c.func.as_ref() else {
+            return None;
+        };
+        let cpu = match m.attr.as_str() {
+            "cpu" => c.args.is_empty(),
+            "to" => matches!(c.args.first(), Some(Expr::Constant(k))
+                if matches!(&k.value, ast::Constant::Str(v) if v == "cpu")),
+            _ => false,
+        };
+        cpu.then(|| s.start())
+    })
+}
+
+/// A method that only setup methods of its class call (`self._get_conv_out(shape)` from
+/// `__init__`, to size a layer with a dummy input): it runs before the module reaches a device.
+/// A method also referenced without a call (`self.assign = self.sinkhorn`) may run anywhere.
+fn only_called_from_setup(sem: &Semantic<'_>, def: &Stmt) -> bool {
+    let Stmt::FunctionDef(f) = def else {
+        return false;
+    };
+    let Some(Stmt::ClassDef(class)) = sem.stmts().iter().rev().nth(1) else {
+        return false;
+    };
+    let name = f.name.as_str();
+    let is_self_attr = |e: &Expr| {
+        matches!(e, Expr::Attribute(a) if a.attr.as_str() == name
+            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+    };
+    let mut called = false;
+    for s in &class.body {
+        let Stmt::FunctionDef(m) = s else { continue };
+        if std::ptr::eq(s, def) {
+            continue;
+        }
+        let (mut refs, mut calls) = (0_usize, 0_usize);
+        analysis::try_each_expr(&m.body, |e| {
+            match e {
+                Expr::Call(c) if is_self_attr(&c.func) => calls += 1,
+                e if is_self_attr(e) => refs += 1,
+                _ => {}
+            }
+            std::ops::ControlFlow::Continue(())
+        });
+        if refs > calls {
+            return false;
+        }
+        if calls > 0 {
+            if !analysis::is_setup_function(m.name.as_str(), &m.decorator_list) {
+                return false;
+            }
+            called = true;
+        }
+    }
+    called
 }
 
 /// The factory's short name when `expr` is a call of a torch factory.
