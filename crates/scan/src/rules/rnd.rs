@@ -38,7 +38,12 @@ impl Rule for HostTensor {
         let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !analysis::in_step_code(cx.semantic()) {
+        // A unit test (`test_loss`) builds its model and inputs on the CPU unless it says otherwise.
+        let test = cx
+            .semantic()
+            .current_function()
+            .is_some_and(|f| f.name.starts_with("test_"));
+        if !analysis::in_step_code(cx.semantic()) || test {
             return;
         }
         check_function(cx, def);
@@ -74,7 +79,9 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         if !creates_on_host(sem, &func, name, call) {
             continue;
         }
-        if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets {
+        if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets
+            || handed_to_device_callee(&func, occ)
+        {
             continue;
         }
         hits.push((occ.expr.range(), name));
@@ -95,6 +102,35 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
             finding.symbol = Some(helper.clone());
         }
     }
+}
+
+/// The new tensor is bound to a name that is afterwards only handed to calls that are given the device too
+/// (`self.rope(frame_indices=idx, device=x.device)`): the callee moves it.
+fn handed_to_device_callee(func: &analysis::Function<'_>, occ: &analysis::Occurrence<'_>) -> bool {
+    let Some(analysis::Node::Stmt(Stmt::Assign(assign))) = occ
+        .ancestors
+        .iter()
+        .rev()
+        .find(|n| matches!(n, analysis::Node::Stmt(_)))
+    else {
+        return false;
+    };
+    let [Expr::Name(target)] = assign.targets.as_slice() else {
+        return false;
+    };
+    let name = target.id.as_str();
+    let after = occ.expr.end();
+    let uses = analysis::find(func.body, |e| {
+        matches!(e, Expr::Name(n) if n.id.as_str() == name
+            && matches!(n.ctx, ast::ExprContext::Load)
+            && n.range.start() > after)
+    });
+    !uses.is_empty()
+        && uses.iter().all(|u| {
+            matches!(u.ancestors.last(), Some(analysis::Node::Expr(Expr::Call(c)))
+                if !std::ptr::eq(c.func.as_ref(), u.expr)
+                    && c.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device")))
+        })
 }
 
 /// Where the function first assigns a tensor moved to the CPU to a local name
