@@ -422,6 +422,7 @@ fn is_local_container(func: &Function<'_>, name: &str) -> bool {
 /// An iteration depends on the previous one: a name (other than the loop variables) is
 /// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
 fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
+    let fresh = iteration_locals(body);
     let mut all = Vec::new();
     analysis::statements(body, &mut all);
     all.iter().any(|stmt| {
@@ -429,16 +430,88 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
             return false;
         };
         let mut targets = Vec::new();
+        let mut written = Vec::new();
         for t in &a.targets {
             names_of(t, &mut targets);
-            subscripted_names(t, &mut targets);
+            subscripted_names(t, &mut written);
         }
-        targets.iter().any(|name| {
+        let rebound = targets.iter().any(|name| {
             !loop_vars.contains(name)
+                && !fresh.contains(name)
                 && analysis::reads(&a.value, name)
                 && !is_accumulation(&a.value, name)
-        })
+        });
+        // A tensor or list written in place from what was read out of it in this iteration
+        // (`h_prev = h[layer]` ... `h[layer] = cell(x, h_prev)`).
+        rebound
+            || written.iter().any(|name| {
+                !loop_vars.contains(name)
+                    && (analysis::reads(&a.value, name)
+                        || read_from(&all, name)
+                            .iter()
+                            .any(|d| analysis::reads(&a.value, d)))
+            })
     })
+}
+
+/// Names that every iteration binds afresh before reading them: the first assignment of the
+/// name in the body does not read it, and no read of it comes before (`start = starts[i]` ...
+/// `start = start + 1` carries nothing to the next iteration).
+fn iteration_locals<'a>(body: &'a [Stmt]) -> Vec<&'a str> {
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    let mut seen: Vec<&'a str> = Vec::new();
+    let mut fresh = Vec::new();
+    for stmt in all {
+        let Stmt::Assign(a) = stmt else { continue };
+        let mut targets = Vec::new();
+        for t in &a.targets {
+            names_of(t, &mut targets);
+        }
+        for name in targets {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            let first_read = analysis::find(body, |e| {
+                matches!(e, Expr::Name(n) if n.id.as_str() == name
+                    && matches!(n.ctx, crate::source::ast::ExprContext::Load))
+            })
+            .first()
+            .map(|occ| occ.expr.start());
+            let read_before = first_read.is_some_and(|r| r < stmt.start());
+            if !read_before && !analysis::reads(&a.value, name) {
+                fresh.push(name);
+            }
+        }
+    }
+    fresh
+}
+
+/// Names the statements bind from a value that reads `name`, followed one step further
+/// (`h_prev = h[layer]`, then `h_new = cell(x, h_prev)`).
+fn read_from<'a>(all: &[&'a Stmt], name: &str) -> Vec<&'a str> {
+    let mut out: Vec<&'a str> = Vec::new();
+    for _ in 0..2 {
+        for stmt in all {
+            let Stmt::Assign(a) = stmt else { continue };
+            let source =
+                analysis::reads(&a.value, name) || out.iter().any(|d| analysis::reads(&a.value, d));
+            if !source {
+                continue;
+            }
+            let mut targets = Vec::new();
+            for t in &a.targets {
+                names_of(t, &mut targets);
+            }
+            for t in targets {
+                if t != name && !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn names_of<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {

@@ -32,6 +32,8 @@ const FIXED_WORDS: &[&str] = &[
     "block",
     "camera",
     "cams",
+    "image",
+    "frame",
     "critic",
     "expert",
     "axis",
@@ -267,7 +269,11 @@ pub(super) fn item_per_element(
     }
     let mut vars = Vec::new();
     names_of(&f.target, &mut vars);
-    if vars.is_empty() || is_recurrent(&f.body, &vars) {
+    // `for batch in iterator:` is the training loop over the data, one step per iteration.
+    let data_loop = vars
+        .iter()
+        .any(|v| *v == "batch" || v.ends_with("_batch") || v.ends_with("batch_data"));
+    if vars.is_empty() || data_loop || is_recurrent(&f.body, &vars) {
         return None;
     }
     derived_names(&f.body, &mut vars);
