@@ -398,6 +398,7 @@ pub fn is_inference_name(name: &str) -> bool {
         "inference",
         "sample",
         "sampling",
+        "rank",
         "rollout",
         "collect",
         "act",

@@ -57,7 +57,11 @@ impl Rule for HostTargets {
         let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
-        let tokenize = training && !host_class && (step || per_call_method(sem));
+        // A method handed a data loader runs the evaluation loop itself, not one step of it.
+        let loops_data = sem
+            .current_function()
+            .is_some_and(|f| f.params.iter().any(|p| p.contains("loader")));
+        let tokenize = training && !host_class && !loops_data && (step || per_call_method(sem));
         let returns = training && computes_returns(sem, host_class);
         let stores = training && !host_class && sem.current_class().is_some();
         if tokenize {
@@ -195,7 +199,8 @@ fn assigned_metadata(occ: &analysis::Occurrence<'_>) -> bool {
 
 /// A trainer method that runs once per training call although the semantic model files it
 /// under setup (`_build_*_inputs`, `prepare_*`): any method of a `*Trainer` class other than
-/// constructors and dunder methods.
+/// constructors, dunder methods and static methods (a `tokenize_row` helper has no trainer
+/// state: it is mapped over the dataset).
 fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
     let Some(f) = sem.current_function() else {
         return false;
@@ -203,7 +208,16 @@ fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
     let Some(class) = sem.current_class() else {
         return false;
     };
+    let static_method = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(d) => Some(
+            d.decorator_list
+                .iter()
+                .any(|e| matches!(analysis::last_name_of(e), "staticmethod")),
+        ),
+        _ => None,
+    });
     f.is_method
+        && static_method != Some(true)
         && !f.name.starts_with("__")
         && !f.name.contains("init")
         && class.name.ends_with("Trainer")
