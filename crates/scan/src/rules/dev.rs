@@ -101,9 +101,9 @@ impl Rule for DeviceAssumption {
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
-            Expr::Compare(cmp) => {
-                compare(cmp).filter(|_| !gates_cuda_only_path(cx.semantic(), expr))
-            }
+            Expr::Compare(cmp) => compare(cmp).filter(|_| {
+                !gates_cuda_only_path(cx.semantic(), expr) && !is_transfer_hint(cx.semantic(), expr)
+            }),
             Expr::IfExp(e) => {
                 if let Some((check, negated)) = gate::remapped_check(cx.semantic(), &e.test) {
                     let branch = if negated { &e.orelse } else { &e.body };
@@ -167,6 +167,15 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     gate::cuda_only_path(sem, None, &s.body).is_some()
         || gate::cuda_optimization(sem, &s.body)
         || crate::analysis::in_chain_testing_npu(sem)
+}
+
+/// The comparison is the value of a transfer hint (`non_blocking=x.device.type == "cuda"`,
+/// `pin_memory=device == "cuda"`): false on the NPU, it only makes the copy synchronous.
+fn is_transfer_hint(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    matches!(sem.parent_expr(), Some(Expr::Call(c)) if c.keywords.iter().any(|k| {
+        std::ptr::eq(&k.value, expr)
+            && k.arg.as_ref().is_some_and(|a| matches!(a.as_str(), "non_blocking" | "pin_memory"))
+    }))
 }
 
 fn cuda_literal(expr: &Expr) -> Option<&str> {
