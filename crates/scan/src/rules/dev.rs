@@ -173,7 +173,7 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
 /// `pin_memory=device == "cuda"`): false on the NPU, it only makes the copy synchronous.
 fn is_transfer_hint(sem: &Semantic<'_>, expr: &Expr) -> bool {
     matches!(sem.parent_expr(), Some(Expr::Call(c)) if c.keywords.iter().any(|k| {
-        std::ptr::eq(&k.value, expr)
+        std::ptr::eq(std::ptr::from_ref(&k.value), expr)
             && k.arg.as_ref().is_some_and(|a| matches!(a.as_str(), "non_blocking" | "pin_memory"))
     }))
 }
