@@ -166,7 +166,23 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     }
     gate::cuda_only_path(sem, None, &s.body).is_some()
         || gate::cuda_optimization(sem, &s.body)
+        || only_precision_hints(sem, &s.body)
         || crate::analysis::in_chain_testing_npu(sem)
+}
+
+/// A branch that only sets matmul precision or backend flags (`torch.set_float32_matmul_precision
+/// ("high")`, `torch.backends.cuda.matmul.allow_tf32 = True`): a performance hint the NPU may skip.
+fn only_precision_hints(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
+    !body.is_empty()
+        && body.iter().all(|stmt| match stmt {
+            Stmt::Expr(e) => matches!(e.value.as_ref(), Expr::Call(c)
+                if sem.resolves_to(&c.func, "torch.set_float32_matmul_precision")),
+            Stmt::Assign(a) => a
+                .targets
+                .iter()
+                .all(|t| sem.resolves_with_prefix(t, "torch.backends.")),
+            _ => false,
+        })
 }
 
 /// The comparison is the value of a transfer hint (`non_blocking=x.device.type == "cuda"`,
