@@ -324,8 +324,8 @@ fn is_self_attr(expr: &Expr) -> bool {
     }
 }
 
-/// A name that holds a tensor: a parameter annotated `Tensor`, or a local assigned from a
-/// torch call or a tensor method (`.to`, `.float()`, …).
+/// A name that holds a tensor: a parameter annotated `Tensor`, a local assigned from a torch
+/// call or a tensor method (`.to`, `.float()`, …), or a local annotated `Tensor` where it is bound.
 fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
     let Expr::Name(n) = expr else {
         return false;
@@ -337,6 +337,19 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
     func.assigned(name)
         .iter()
         .any(|(_, v)| is_tensor_value(sem, v))
+        || annotated_tensor(func, name)
+}
+
+/// A local annotated as a tensor where it is bound (`obs: torch.Tensor = to_torch(batch.obs)`).
+fn annotated_tensor(func: &Function<'_>, name: &str) -> bool {
+    let mut all = Vec::new();
+    analysis::statements(func.body, &mut all);
+    all.iter().any(|s| {
+        matches!(s, Stmt::AnnAssign(a)
+            if matches!(a.target.as_ref(), Expr::Name(t) if t.id.as_str() == name)
+                && a.value.is_some()
+                && crate::semantic::dotted(&a.annotation).ends_with("Tensor"))
+    })
 }
 
 fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
