@@ -38,11 +38,12 @@ impl Rule for PerElementLoop {
         if !step && !analysis::in_update_code(sem) {
             return;
         }
-        // Callbacks, metrics, buffers and environments run on the host around the step.
-        if sem
-            .current_class()
-            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases))
-        {
+        // Callbacks, metrics, buffers and environments run on the host around the step. A
+        // tokenizer that is an `nn.Module` (a learned or entropy-based one) runs on tensors.
+        if sem.current_class().is_some_and(|c| {
+            analysis::is_host_class(&c.name, &c.bases)
+                && !(sem.in_module_method() && c.name.ends_with("Tokenizer"))
+        }) {
             return;
         }
         let Some(func) = Function::in_class(sem, def) else {
