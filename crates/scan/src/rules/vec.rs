@@ -335,10 +335,9 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
     if let Some(annotation) = func.param_annotation(name) {
         return crate::semantic::dotted(annotation).ends_with("Tensor");
     }
-    func.assigned(name)
-        .iter()
-        .any(|(_, v)| is_tensor_value(sem, v))
-        || annotated_tensor(func, name)
+    let values = func.assigned(name);
+    values.iter().any(|(_, v)| is_tensor_value(sem, v))
+        || (!values.is_empty() && annotated_tensor(func, name))
 }
 
 /// A local annotated as a tensor where it is bound (`obs: torch.Tensor = to_torch(batch.obs)`).
@@ -436,7 +435,8 @@ fn is_local_container(func: &Function<'_>, name: &str) -> bool {
 /// An iteration depends on the previous one: a name (other than the loop variables) is
 /// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
 fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
-    let fresh = iteration_locals(body);
+    // Built on first need: most loop bodies rebind no name from itself.
+    let fresh = std::cell::OnceCell::new();
     let mut all = Vec::new();
     analysis::statements(body, &mut all);
     all.iter().any(|stmt| {
@@ -451,9 +451,9 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         }
         let rebound = targets.iter().any(|name| {
             !loop_vars.contains(name)
-                && !fresh.contains(name)
                 && analysis::reads(&a.value, name)
                 && !is_accumulation(&a.value, name)
+                && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
         });
         // A tensor or list written in place from what was read out of it in this iteration
         // (`h_prev = h[layer]` ... `h[layer] = cell(x, h_prev)`).
@@ -472,6 +472,17 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
 /// name in the body does not read it, and no read of it comes before (`start = starts[i]` ...
 /// `start = start + 1` carries nothing to the next iteration).
 fn iteration_locals<'a>(body: &'a [Stmt]) -> Vec<&'a str> {
+    // Where each name is first read, in one walk of the body.
+    let mut first_read: std::collections::HashMap<&'a str, crate::source::TextSize> =
+        std::collections::HashMap::new();
+    for occ in analysis::find(
+        body,
+        |e| matches!(e, Expr::Name(n) if matches!(n.ctx, crate::source::ast::ExprContext::Load)),
+    ) {
+        if let Expr::Name(n) = occ.expr {
+            first_read.entry(n.id.as_str()).or_insert(n.range.start());
+        }
+    }
     let mut all = Vec::new();
     analysis::statements(body, &mut all);
     let mut seen: Vec<&'a str> = Vec::new();
@@ -487,13 +498,7 @@ fn iteration_locals<'a>(body: &'a [Stmt]) -> Vec<&'a str> {
                 continue;
             }
             seen.push(name);
-            let first_read = analysis::find(body, |e| {
-                matches!(e, Expr::Name(n) if n.id.as_str() == name
-                    && matches!(n.ctx, crate::source::ast::ExprContext::Load))
-            })
-            .first()
-            .map(|occ| occ.expr.start());
-            let read_before = first_read.is_some_and(|r| r < stmt.start());
+            let read_before = first_read.get(name).is_some_and(|r| *r < stmt.start());
             if !read_before && !analysis::reads(&a.value, name) {
                 fresh.push(name);
             }

@@ -108,7 +108,8 @@ fn calls_on_self(callee: &Expr) -> bool {
 /// the CPU and the moves back in `related[]`.
 pub(super) fn cpu_round_trip<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) {
     let text = cx.slice(def.range());
-    if !text.contains("cpu") {
+    let to_cpu = text.contains(".cpu()") || text.contains("\"cpu\"") || text.contains("'cpu'");
+    if !to_cpu || !(text.contains(".to(") || text.contains(".cuda(") || text.contains(".npu(")) {
         return;
     }
     // Code that builds parameters or buffers is setup, whatever its name says.
