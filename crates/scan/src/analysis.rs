@@ -256,7 +256,9 @@ pub fn in_step_code(sem: &Semantic<'_>) -> bool {
         })
 }
 
-fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
+/// A constructor, weight initialiser, builder or host-side batch preparation (by its name or
+/// decorators): code that runs once, or before the batch reaches the device.
+pub fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
     const SETUP: &[&str] = &[
         "__init__",
         "__post_init__",
@@ -396,6 +398,7 @@ pub fn is_inference_name(name: &str) -> bool {
         "inference",
         "sample",
         "sampling",
+        "rank",
         "rollout",
         "collect",
         "act",

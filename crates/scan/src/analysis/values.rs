@@ -269,7 +269,16 @@ pub fn is_device_value(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dep
             }
             if let Some(annotation) = func.param_annotation(name) {
                 let text = crate::semantic::dotted(annotation);
-                return text.contains("Tensor") || text == "dict" || text == "Dict";
+                // Inside a subscript too: `Optional[Tensor]`, `Tuple[Tensor, Tensor]`.
+                let holds_tensor = find_in_expr(annotation).iter().any(|e| match e {
+                    Expr::Name(n) => n.id.as_str().contains("Tensor"),
+                    Expr::Attribute(a) => a.attr.as_str().contains("Tensor"),
+                    Expr::Constant(c) => {
+                        matches!(&c.value, ast::Constant::Str(s) if s.contains("Tensor"))
+                    }
+                    _ => false,
+                });
+                return holds_tensor || text == "dict" || text == "Dict";
             }
             if func.is_param(name) {
                 return func.param_used_as_tensor(name);
@@ -370,15 +379,23 @@ fn is_config_path(expr: &Expr) -> bool {
     }
 }
 
-/// A list, tuple or comprehension literal, or a local name bound to one.
+/// A list, tuple or comprehension literal, a local name bound to one, or a parameter annotated
+/// as a Python sequence (`weights: List`, `ids: list[int]`).
 pub fn is_sequence_literal(func: &Function<'_>, expr: &Expr) -> bool {
     match expr {
         Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_) => true,
         Expr::Name(n) => {
             let values = func.assigned(n.id.as_str());
-            values
-                .iter()
-                .any(|(_, v)| matches!(v, Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_)))
+            let annotated = func.param_annotation(n.id.as_str()).is_some_and(|a| {
+                matches!(
+                    super::last_name_of(a),
+                    "List" | "list" | "Sequence" | "Tuple" | "tuple"
+                )
+            });
+            annotated
+                || values
+                    .iter()
+                    .any(|(_, v)| matches!(v, Expr::List(_) | Expr::Tuple(_) | Expr::ListComp(_)))
         }
         _ => false,
     }

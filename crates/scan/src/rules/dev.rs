@@ -104,9 +104,10 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
-                let Some(message) =
-                    compare(cmp).filter(|_| !gates_cuda_only_path(cx.semantic(), expr))
-                else {
+                let Some(message) = compare(cmp).filter(|_| {
+                    !gates_cuda_only_path(cx.semantic(), expr)
+                        && !is_transfer_hint(cx.semantic(), expr)
+                }) else {
                     return;
                 };
                 let fix = comparison::fix(cx, cmp, expr);
@@ -176,7 +177,32 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     }
     gate::cuda_only_path(sem, None, &s.body).is_some()
         || gate::cuda_optimization(sem, &s.body)
+        || only_precision_hints(sem, &s.body)
         || crate::analysis::in_chain_testing_npu(sem)
+}
+
+/// A branch that only sets matmul precision or backend flags (`torch.set_float32_matmul_precision
+/// ("high")`, `torch.backends.cuda.matmul.allow_tf32 = True`): a performance hint the NPU may skip.
+fn only_precision_hints(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
+    !body.is_empty()
+        && body.iter().all(|stmt| match stmt {
+            Stmt::Expr(e) => matches!(e.value.as_ref(), Expr::Call(c)
+                if sem.resolves_to(&c.func, "torch.set_float32_matmul_precision")),
+            Stmt::Assign(a) => a
+                .targets
+                .iter()
+                .all(|t| sem.resolves_with_prefix(t, "torch.backends.")),
+            _ => false,
+        })
+}
+
+/// The comparison is the value of a transfer hint (`non_blocking=x.device.type == "cuda"`,
+/// `pin_memory=device == "cuda"`): false on the NPU, it only makes the copy synchronous.
+fn is_transfer_hint(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    matches!(sem.parent_expr(), Some(Expr::Call(c)) if c.keywords.iter().any(|k| {
+        std::ptr::eq(std::ptr::from_ref(&k.value), expr)
+            && k.arg.as_ref().is_some_and(|a| matches!(a.as_str(), "non_blocking" | "pin_memory"))
+    }))
 }
 
 fn cuda_literal(expr: &Expr) -> Option<&str> {

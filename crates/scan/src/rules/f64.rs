@@ -167,6 +167,16 @@ fn is_float64_dtype_use(sem: &Semantic<'_>, expr: &Expr) -> bool {
     for (i, parent) in exprs.iter().enumerate().rev() {
         match parent {
             Expr::Compare(_) | Expr::Dict(_) | Expr::Set(_) => return false,
+            // `allowed_dtypes = (torch.float32, torch.float64)`: a collection of dtypes is
+            // checked against (`x.dtype in allowed`), like a set, not cast to.
+            Expr::Tuple(ast::ExprTuple { elts, .. }) | Expr::List(ast::ExprList { elts, .. })
+                if elts.len() > 1
+                    && elts
+                        .iter()
+                        .all(|e| sem.resolve(e).is_some_and(|q| q.starts_with("torch."))) =>
+            {
+                return false;
+            }
             Expr::Subscript(s) if !std::ptr::eq(s.value.as_ref(), expr) => return false,
             Expr::Call(c) => {
                 let callee = sem

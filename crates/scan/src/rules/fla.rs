@@ -89,7 +89,10 @@ impl Rule for CudaOnlyKernel {
             }
             Expr::Call(call) => {
                 if let Some(message) = call_message(cx.semantic(), call) {
-                    Some(message)
+                    // A JIT-built extension whose failure falls back to a portable path.
+                    let optional = is_extension_build(cx.semantic(), call)
+                        && build_has_fallback(cx.semantic(), expr.range());
+                    (!optional).then_some(message)
                 } else if let Some(range) = usage::bnb_call(call) {
                     if !under_availability_check(cx) {
                         cx.report(range, usage::BNB);
@@ -592,6 +595,41 @@ fn call_message(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
         }),
         _ => None,
     }
+}
+
+/// `cpp_extension.load(...)` or `load_inline(...)`: an extension compiled when the code runs.
+fn is_extension_build(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+    sem.matches(
+        &call.func,
+        &[
+            "torch.utils.cpp_extension.load",
+            "torch.utils.cpp_extension.load_inline",
+        ],
+    )
+}
+
+/// The code at `range` is in the body of a `try` with a handler that catches the build's
+/// failure (a bare `except`, `Exception`, `RuntimeError`, `OSError`, `ImportError`) and does
+/// not raise again: `except Exception: warnings.warn(...); fbd_cuda = None` keeps a portable path.
+fn build_has_fallback(sem: &Semantic<'_>, range: crate::source::TextRange) -> bool {
+    let catches = |t: &Expr| {
+        crate::analysis::find_in_expr(t).iter().any(|e| {
+            matches!(
+                crate::analysis::last_name_of(e),
+                "Exception" | "BaseException" | "RuntimeError" | "OSError" | "ImportError"
+            )
+        })
+    };
+    sem.stmts().iter().rev().any(|s| {
+        let Stmt::Try(t) = s else { return false };
+        t.body.iter().any(|b| b.range().contains_range(range))
+            && t.handlers
+                .iter()
+                .any(|ast::ExceptHandler::ExceptHandler(h)| {
+                    h.type_.as_deref().is_none_or(catches)
+                        && !h.body.iter().any(|b| matches!(b, Stmt::Raise(_)))
+                })
+    })
 }
 
 fn mentions_cu(expr: &Expr) -> bool {

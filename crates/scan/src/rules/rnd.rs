@@ -10,6 +10,7 @@ mod fix;
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis;
 use crate::semantic::Semantic;
+use crate::source::TextSize;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
@@ -39,7 +40,12 @@ impl Rule for HostTensor {
         let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        if !analysis::in_step_code(cx.semantic()) {
+        // A unit test (`test_loss`) builds its model and inputs on the CPU unless it says otherwise.
+        let test = cx
+            .semantic()
+            .current_function()
+            .is_some_and(|f| f.name.starts_with("test_"));
+        if !analysis::in_step_code(cx.semantic()) || test {
             return;
         }
         check_function(cx, def);
@@ -59,8 +65,18 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
     };
     let sem = cx.semantic();
     let calls = analysis::find(func.body, |e| factory_name(sem, e).is_some());
+    // After the function moves its inputs to the CPU (`r = r.to("cpu")`), it computes on the
+    // host on purpose: its new tensors meet CPU tensors (a P_TGT round trip when it sends the
+    // result back).
+    if calls.is_empty() {
+        return;
+    }
+    let host_from = moved_to_cpu(func.body);
     let mut hits = Vec::new();
     for occ in &calls {
+        if host_from.is_some_and(|at| occ.expr.start() > at) {
+            continue;
+        }
         let Expr::Call(call) = occ.expr else { continue };
         let Some(name) = factory_name(sem, occ.expr) else {
             continue;
@@ -68,10 +84,15 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         if !creates_on_host(sem, &func, name, call) {
             continue;
         }
-        if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets {
+        if analysis::classify(sem, &func, occ, 0) != analysis::Flow::Meets
+            || handed_to_device_callee(&func, occ)
+        {
             continue;
         }
         hits.push((occ.expr.range(), name, fix::device_fix(cx, call, occ.expr)));
+    }
+    if hits.is_empty() || only_called_from_setup(sem, def) {
+        return;
     }
     let helper = analysis::is_module_level(sem).then(|| func.name.to_owned());
     for (range, name, fix) in hits {
@@ -87,6 +108,104 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
         }
         finding.fix = fix;
     }
+}
+
+/// The new tensor is bound to a name that is afterwards only handed to calls that are given the device too
+/// (`self.rope(frame_indices=idx, device=x.device)`): the callee moves it.
+fn handed_to_device_callee(func: &analysis::Function<'_>, occ: &analysis::Occurrence<'_>) -> bool {
+    let Some(analysis::Node::Stmt(Stmt::Assign(assign))) = occ
+        .ancestors
+        .iter()
+        .rev()
+        .find(|n| matches!(n, analysis::Node::Stmt(_)))
+    else {
+        return false;
+    };
+    let [Expr::Name(target)] = assign.targets.as_slice() else {
+        return false;
+    };
+    let name = target.id.as_str();
+    let after = occ.expr.end();
+    let uses = analysis::find(func.body, |e| {
+        matches!(e, Expr::Name(n) if n.id.as_str() == name
+            && matches!(n.ctx, ast::ExprContext::Load)
+            && n.range.start() > after)
+    });
+    !uses.is_empty()
+        && uses.iter().all(|u| {
+            matches!(u.ancestors.last(), Some(analysis::Node::Expr(Expr::Call(c)))
+                if !std::ptr::eq(c.func.as_ref(), u.expr)
+                    && c.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device")))
+        })
+}
+
+/// Where the function first assigns a tensor moved to the CPU to a local name
+/// (`reward = reward.to("cpu")`, `x = x.cpu()`), if it does.
+fn moved_to_cpu(body: &[Stmt]) -> Option<TextSize> {
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    all.into_iter().find_map(|s| {
+        let Stmt::Assign(a) = s else { return None };
+        let [Expr::Name(_)] = a.targets.as_slice() else {
+            return None;
+        };
+        let Expr::Call(c) = a.value.as_ref() else {
+            return None;
+        };
+        let Expr::Attribute(m) = c.func.as_ref() else {
+            return None;
+        };
+        let cpu = match m.attr.as_str() {
+            "cpu" => c.args.is_empty(),
+            "to" => matches!(c.args.first(), Some(Expr::Constant(k))
+                if matches!(&k.value, ast::Constant::Str(v) if v == "cpu")),
+            _ => false,
+        };
+        cpu.then(|| s.start())
+    })
+}
+
+/// A method that only setup methods of its class call (`self._get_conv_out(shape)` from
+/// `__init__`, to size a layer with a dummy input): it runs before the module reaches a device.
+/// A method also referenced without a call (`self.assign = self.sinkhorn`) may run anywhere.
+fn only_called_from_setup(sem: &Semantic<'_>, def: &Stmt) -> bool {
+    let Stmt::FunctionDef(f) = def else {
+        return false;
+    };
+    let Some(Stmt::ClassDef(class)) = sem.stmts().iter().rev().nth(1) else {
+        return false;
+    };
+    let name = f.name.as_str();
+    let is_self_attr = |e: &Expr| {
+        matches!(e, Expr::Attribute(a) if a.attr.as_str() == name
+            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+    };
+    let mut called = false;
+    for s in &class.body {
+        let Stmt::FunctionDef(m) = s else { continue };
+        if std::ptr::eq(s, def) {
+            continue;
+        }
+        let (mut refs, mut calls) = (0_usize, 0_usize);
+        analysis::try_each_expr(&m.body, |e| {
+            match e {
+                Expr::Call(c) if is_self_attr(&c.func) => calls += 1,
+                e if is_self_attr(e) => refs += 1,
+                _ => {}
+            }
+            std::ops::ControlFlow::Continue(())
+        });
+        if refs > calls {
+            return false;
+        }
+        if calls > 0 {
+            if !analysis::is_setup_function(m.name.as_str(), &m.decorator_list) {
+                return false;
+            }
+            called = true;
+        }
+    }
+    called
 }
 
 /// The factory's short name when `expr` is a call of a torch factory.

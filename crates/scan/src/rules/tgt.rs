@@ -1,6 +1,8 @@
 //! `P_TGT`: per-step values (training targets, masks, metrics) computed on the host in device
 //! code and turned back into tensors: numpy work or a `.cpu().numpy()` / `.tolist()` round trip.
 
+mod moves;
+
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
 use crate::source::TextRange;
@@ -55,10 +57,18 @@ impl Rule for HostTargets {
         let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
-        let tokenize = training && !host_class && (step || per_call_method(sem));
+        // A method handed a data loader runs the evaluation loop itself, not one step of it.
+        let loops_data = sem
+            .current_function()
+            .is_some_and(|f| f.params.iter().any(|p| p.contains("loader")));
+        let tokenize = training && !host_class && !loops_data && (step || per_call_method(sem));
         let returns = training && computes_returns(sem, host_class);
+        let stores = training && !host_class && sem.current_class().is_some();
         if tokenize {
             tokenizers(cx, &func);
+        }
+        if stores {
+            moves::batch_stores(cx, def, &func);
         }
         if !step {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
@@ -70,6 +80,7 @@ impl Rule for HostTargets {
         if !training {
             return;
         }
+        moves::cpu_round_trip(cx, def, &func);
         let uploads = host_uploads(cx, def, &func);
         if !uploads.is_empty() {
             let why = "sends what it computes from it back as a tensor";
@@ -188,7 +199,8 @@ fn assigned_metadata(occ: &analysis::Occurrence<'_>) -> bool {
 
 /// A trainer method that runs once per training call although the semantic model files it
 /// under setup (`_build_*_inputs`, `prepare_*`): any method of a `*Trainer` class other than
-/// constructors and dunder methods.
+/// constructors, dunder methods and static methods (a `tokenize_row` helper has no trainer
+/// state: it is mapped over the dataset).
 fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
     let Some(f) = sem.current_function() else {
         return false;
@@ -196,7 +208,16 @@ fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
     let Some(class) = sem.current_class() else {
         return false;
     };
+    let static_method = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(d) => Some(
+            d.decorator_list
+                .iter()
+                .any(|e| matches!(analysis::last_name_of(e), "staticmethod")),
+        ),
+        _ => None,
+    });
     f.is_method
+        && static_method != Some(true)
         && !f.name.starts_with("__")
         && !f.name.contains("init")
         && class.name.ends_with("Trainer")
@@ -233,19 +254,24 @@ fn pulls<'a>(
     let found: Vec<_> = analysis::find(func.body, |e| is_pull(sem, e))
         .into_iter()
         .filter(|occ| !analysis::in_log_call(&occ.ancestors))
-        .map(|occ| occ.expr.range())
+        .map(|occ| (occ.expr.range(), pull_site(occ.expr)))
         .collect();
     // One finding per pull chain: `x.cpu().numpy()` holds `x.cpu()`.
-    let mut kept: Vec<TextRange> = Vec::new();
-    for range in found {
-        if kept.iter().chain(uploads).any(|k| k.contains_range(range)) {
+    let mut kept: Vec<(TextRange, TextRange)> = Vec::new();
+    for (range, site) in found {
+        if kept
+            .iter()
+            .map(|k| &k.0)
+            .chain(uploads)
+            .any(|k| k.contains_range(range))
+        {
             continue;
         }
-        kept.push(range);
+        kept.push((range, site));
     }
-    for range in kept {
+    for (_, site) in kept {
         cx.report(
-            range,
+            site,
             format!(
                 "the step pulls a device tensor to the host and {why}, a host-device sync and two copies \
                  per step on the NPU; compute it with torch ops on the device (see P_TGT.md)"
@@ -299,10 +325,13 @@ fn tokenizers<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
             if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
                 && func.self_tensors(sem).contains(&a.attr.as_str())))
     };
-    let found: Vec<_> = analysis::find(func.body, |e| is_tokenizer_call(e) && !submodule(e))
-        .into_iter()
-        .map(|occ| occ.expr.range())
-        .collect();
+    let method = sem.current_function().is_some_and(|f| f.is_method);
+    let found: Vec<_> = analysis::find(func.body, |e| {
+        (is_tokenizer_call(e) || (method && hands_tokenizer(e))) && !submodule(e)
+    })
+    .into_iter()
+    .map(|occ| occ.expr.range())
+    .collect();
     for range in found {
         cx.report(
             range,
@@ -311,6 +340,36 @@ fn tokenizers<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
              labels in the batch (see P_TGT.md)",
         );
     }
+}
+
+/// A helper handed a tokenizer and text (`build_inputs_from_texts(self.tokenizer, prompt_texts)`)
+/// tokenizes inside, and so does a chat template rendered with one
+/// (`history.apply_chat_template(tokenizer=self.tokenizer)`). Constructors (capitalised callees)
+/// and inference calls (`generate(..., tokenizer=tok)`) are not helpers of the step, and a
+/// helper handed ids (`parse_response(tokenizer, ids)`) decodes.
+fn hands_tokenizer(expr: &Expr) -> bool {
+    let Expr::Call(call) = expr else {
+        return false;
+    };
+    let callee = analysis::last_name_of(call.func.as_ref());
+    if callee.starts_with(|c: char| c.is_ascii_uppercase()) || analysis::is_inference_name(callee) {
+        return false;
+    }
+    let mut args = call
+        .args
+        .iter()
+        .chain(call.keywords.iter().map(|k| &k.value));
+    let named = |e: &Expr, words: &[&str]| {
+        matches!(e, Expr::Name(_) | Expr::Attribute(_)) && {
+            let lower = analysis::last_name_of(e).to_ascii_lowercase();
+            words.iter().any(|w| lower.contains(w))
+        }
+    };
+    if !args.clone().any(|e| named(e, &["tokenizer"])) {
+        return false;
+    }
+    callee == "apply_chat_template"
+        || args.any(|e| named(e, &["text", "prompt", "caption", "instruction", "sentence"]))
 }
 
 fn is_tokenizer_call(expr: &Expr) -> bool {
@@ -386,7 +445,7 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         .collect();
     for occ in pulls {
         let finding = cx.report(
-            occ.expr.range(),
+            pull_site(occ.expr),
             "this helper pulls a device tensor to the host with `.cpu().numpy()`, computes on it and sends \
              the result back to the device, a host-device sync and two copies per call on the NPU; compute \
              it with torch ops on the device (see P_TGT.md)",
@@ -460,6 +519,26 @@ fn pulled_base(expr: &Expr) -> Option<&Expr> {
             _ => return through_cpu.then_some(cur),
         };
         cur = next;
+    }
+}
+
+/// Where a pull is spelled: from the `.cpu()` of a chain split over lines on (`key = (x\n
+/// .detach()\n.cpu()\n.numpy())` is at `.cpu()`), else the whole call.
+fn pull_site(expr: &Expr) -> TextRange {
+    let mut cur = expr;
+    loop {
+        cur = match cur {
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a) if a.attr.as_str() == "cpu" => {
+                    return TextRange::new(moves::call_site(cur).start(), expr.range().end());
+                }
+                Expr::Attribute(a) => a.value.as_ref(),
+                _ => return expr.range(),
+            },
+            Expr::Attribute(a) => a.value.as_ref(),
+            Expr::Subscript(s) => s.value.as_ref(),
+            _ => return expr.range(),
+        };
     }
 }
 

@@ -38,11 +38,12 @@ impl Rule for PerElementLoop {
         if !step && !analysis::in_update_code(sem) {
             return;
         }
-        // Callbacks, metrics, buffers and environments run on the host around the step.
-        if sem
-            .current_class()
-            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases))
-        {
+        // Callbacks, metrics, buffers and environments run on the host around the step. A
+        // tokenizer that is an `nn.Module` (a learned or entropy-based one) runs on tensors.
+        if sem.current_class().is_some_and(|c| {
+            analysis::is_host_class(&c.name, &c.bases)
+                && !(sem.in_module_method() && c.name.ends_with("Tokenizer"))
+        }) {
             return;
         }
         let Some(func) = Function::in_class(sem, def) else {
@@ -324,8 +325,8 @@ fn is_self_attr(expr: &Expr) -> bool {
     }
 }
 
-/// A name that holds a tensor: a parameter annotated `Tensor`, or a local assigned from a
-/// torch call or a tensor method (`.to`, `.float()`, …).
+/// A name that holds a tensor: a parameter annotated `Tensor`, a local assigned from a torch
+/// call or a tensor method (`.to`, `.float()`, …), or a local annotated `Tensor` where it is bound.
 fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
     let Expr::Name(n) = expr else {
         return false;
@@ -334,9 +335,21 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
     if let Some(annotation) = func.param_annotation(name) {
         return crate::semantic::dotted(annotation).ends_with("Tensor");
     }
-    func.assigned(name)
-        .iter()
-        .any(|(_, v)| is_tensor_value(sem, v))
+    let values = func.assigned(name);
+    values.iter().any(|(_, v)| is_tensor_value(sem, v))
+        || (!values.is_empty() && annotated_tensor(func, name))
+}
+
+/// A local annotated as a tensor where it is bound (`obs: torch.Tensor = to_torch(batch.obs)`).
+fn annotated_tensor(func: &Function<'_>, name: &str) -> bool {
+    let mut all = Vec::new();
+    analysis::statements(func.body, &mut all);
+    all.iter().any(|s| {
+        matches!(s, Stmt::AnnAssign(a)
+            if matches!(a.target.as_ref(), Expr::Name(t) if t.id.as_str() == name)
+                && a.value.is_some()
+                && crate::semantic::dotted(&a.annotation).ends_with("Tensor"))
+    })
 }
 
 fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
@@ -422,6 +435,8 @@ fn is_local_container(func: &Function<'_>, name: &str) -> bool {
 /// An iteration depends on the previous one: a name (other than the loop variables) is
 /// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
 fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
+    // Built on first need: most loop bodies rebind no name from itself.
+    let fresh = std::cell::OnceCell::new();
     let mut all = Vec::new();
     analysis::statements(body, &mut all);
     all.iter().any(|stmt| {
@@ -429,16 +444,93 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
             return false;
         };
         let mut targets = Vec::new();
+        let mut written = Vec::new();
         for t in &a.targets {
             names_of(t, &mut targets);
-            subscripted_names(t, &mut targets);
+            subscripted_names(t, &mut written);
         }
-        targets.iter().any(|name| {
+        let rebound = targets.iter().any(|name| {
             !loop_vars.contains(name)
                 && analysis::reads(&a.value, name)
                 && !is_accumulation(&a.value, name)
-        })
+                && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
+        });
+        // A tensor or list written in place from what was read out of it in this iteration
+        // (`h_prev = h[layer]` ... `h[layer] = cell(x, h_prev)`).
+        rebound
+            || written.iter().any(|name| {
+                !loop_vars.contains(name)
+                    && (analysis::reads(&a.value, name)
+                        || read_from(&all, name)
+                            .iter()
+                            .any(|d| analysis::reads(&a.value, d)))
+            })
     })
+}
+
+/// Names that every iteration binds afresh before reading them: the first assignment of the
+/// name in the body does not read it, and no read of it comes before (`start = starts[i]` ...
+/// `start = start + 1` carries nothing to the next iteration).
+fn iteration_locals<'a>(body: &'a [Stmt]) -> Vec<&'a str> {
+    // Where each name is first read, in one walk of the body.
+    let mut first_read: std::collections::HashMap<&'a str, crate::source::TextSize> =
+        std::collections::HashMap::new();
+    for occ in analysis::find(
+        body,
+        |e| matches!(e, Expr::Name(n) if matches!(n.ctx, crate::source::ast::ExprContext::Load)),
+    ) {
+        if let Expr::Name(n) = occ.expr {
+            first_read.entry(n.id.as_str()).or_insert(n.range.start());
+        }
+    }
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    let mut seen: Vec<&'a str> = Vec::new();
+    let mut fresh = Vec::new();
+    for stmt in all {
+        let Stmt::Assign(a) = stmt else { continue };
+        let mut targets = Vec::new();
+        for t in &a.targets {
+            names_of(t, &mut targets);
+        }
+        for name in targets {
+            if seen.contains(&name) {
+                continue;
+            }
+            seen.push(name);
+            let read_before = first_read.get(name).is_some_and(|r| *r < stmt.start());
+            if !read_before && !analysis::reads(&a.value, name) {
+                fresh.push(name);
+            }
+        }
+    }
+    fresh
+}
+
+/// Names the statements bind from a value that reads `name`, followed one step further
+/// (`h_prev = h[layer]`, then `h_new = cell(x, h_prev)`).
+fn read_from<'a>(all: &[&'a Stmt], name: &str) -> Vec<&'a str> {
+    let mut out: Vec<&'a str> = Vec::new();
+    for _ in 0..2 {
+        for stmt in all {
+            let Stmt::Assign(a) = stmt else { continue };
+            let source =
+                analysis::reads(&a.value, name) || out.iter().any(|d| analysis::reads(&a.value, d));
+            if !source {
+                continue;
+            }
+            let mut targets = Vec::new();
+            for t in &a.targets {
+                names_of(t, &mut targets);
+            }
+            for t in targets {
+                if t != name && !out.contains(&t) {
+                    out.push(t);
+                }
+            }
+        }
+    }
+    out
 }
 
 fn names_of<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {

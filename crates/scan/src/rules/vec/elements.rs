@@ -32,6 +32,8 @@ const FIXED_WORDS: &[&str] = &[
     "block",
     "camera",
     "cams",
+    "image",
+    "frame",
     "critic",
     "expert",
     "axis",
@@ -114,7 +116,7 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
                 || super::is_local_container(func, n.id.as_str())
             {
                 Walk::Other
-            } else if iterates_tensor(sem, func, iter) {
+            } else if iterates_tensor(sem, func, iter) || bound_to_rows(func, n.id.as_str()) {
                 Walk::Rows
             } else if func
                 .assigned(n.id.as_str())
@@ -127,6 +129,28 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
             }
         }
         _ => Walk::Other,
+    }
+}
+
+/// A local bound to the samples of a tensor: `x.unbind()` (along the batch) or
+/// `x.split(lens.tolist())` (`indices = flat[mask].split(num_tokens.tolist())`, then
+/// `for one in indices:`). `x.unbind(time_dim)` walks another axis, often in order.
+fn bound_to_rows(func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name).iter().any(|(_, v)| {
+        matches!(v, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+            if (a.attr.as_str() == "unbind" && unbinds_dim0(c))
+                || (a.attr.as_str() == "split"
+                    && c.args.first().is_some_and(|arg| spells_tolist(func, arg)))))
+    })
+}
+
+/// `x.unbind()`, `x.unbind(0)` or `x.unbind(dim=0)`.
+fn unbinds_dim0(c: &ast::ExprCall) -> bool {
+    let zero = |e: &Expr| matches!(e, Expr::Constant(k) if matches!(&k.value, ast::Constant::Int(n) if *n == 0.into()));
+    match (c.args.first(), c.keywords.first()) {
+        (None, None) => true,
+        (Some(a), _) => zero(a),
+        (None, Some(k)) => zero(&k.value),
     }
 }
 
@@ -267,7 +291,11 @@ pub(super) fn item_per_element(
     }
     let mut vars = Vec::new();
     names_of(&f.target, &mut vars);
-    if vars.is_empty() || is_recurrent(&f.body, &vars) {
+    // `for batch in iterator:` is the training loop over the data, one step per iteration.
+    let data_loop = vars
+        .iter()
+        .any(|v| *v == "batch" || v.ends_with("_batch") || v.ends_with("batch_data"));
+    if vars.is_empty() || data_loop || is_recurrent(&f.body, &vars) {
         return None;
     }
     derived_names(&f.body, &mut vars);
