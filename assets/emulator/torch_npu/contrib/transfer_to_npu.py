@@ -28,7 +28,7 @@ import torch_npu
 from torch_npu.contrib import _real_transfer
 
 # The torch functions whose device arguments torch-npu 2.14.0 remaps (its torch_fn_white_list; the table
-# torch-npu/transfer_to_npu.json, checked against the wheel, must agree: tests/python/wheels).
+# of the project's remap facts, checked against the wheel by its test suite, must agree).
 FACTORIES = (
     "_cudnn_init_dropout_state", "_empty_affine_quantized", "_empty_per_channel_affine_quantized", "_pin_memory",
     "_sparse_coo_tensor_unsafe", "_sparse_csr_tensor_unsafe", "arange", "as_tensor", "bartlett_window",
