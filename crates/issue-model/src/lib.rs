@@ -5,7 +5,6 @@
 //! and the rescan merge that keeps each issue's status across scans. It must not know how issues
 //! are found (that is the scanner's job) or how they are shown (that is each tool's job).
 
-pub mod cli_support;
 pub mod error;
 pub mod ids;
 pub mod layout;

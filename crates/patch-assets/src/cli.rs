@@ -7,7 +7,7 @@ use crate::catalog::{self, Source};
 use crate::install::{self, Action, Outcome};
 use crate::summary::{self, Written};
 use clap::{Parser, Subcommand, ValueEnum};
-use issue_model::cli_support::{self, ColorChoice};
+use cli_support::{self, ColorChoice};
 use std::io::Write;
 use std::path::PathBuf;
 

@@ -117,7 +117,7 @@ pub enum Format {
     Json,
 }
 
-pub use issue_model::cli_support::ColorChoice;
+pub use cli_support::ColorChoice;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum StatusArg {

@@ -28,6 +28,6 @@ fn main() -> ExitCode {
 }
 
 fn report(error: &Error, color: progress::cli::ColorChoice) -> ExitCode {
-    issue_model::cli_support::report_error("npu-progress", error, color);
+    cli_support::report_error("npu-progress", error, color);
     ExitCode::from(2)
 }

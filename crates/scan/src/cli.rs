@@ -37,7 +37,7 @@ pub enum Format {
 }
 
 /// When to color text output (shared by every tool).
-pub use issue_model::cli_support::ColorChoice as Color;
+pub use cli_support::ColorChoice as Color;
 
 /// The command-line arguments.
 #[derive(Debug, Parser)]
@@ -128,8 +128,7 @@ pub fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> i32 {
         Err(CliError::Io(e)) if e.kind() == std::io::ErrorKind::BrokenPipe => 0,
         Err(e) => {
             let color = cli.color.enabled(&std::io::stderr());
-            let _ = err
-                .write_all(issue_model::cli_support::error_chain("npu-scan", &e, color).as_bytes());
+            let _ = err.write_all(cli_support::error_chain("npu-scan", &e, color).as_bytes());
             2
         }
     }

@@ -4,7 +4,7 @@
 
 use crate::{Error, Result, env, launch, log};
 use clap::Parser;
-use issue_model::cli_support::{self, ColorChoice};
+use cli_support::{self, ColorChoice};
 use patch_assets::emulator;
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -1,6 +1,6 @@
 //! Command-line arguments of `npu-verify`.
 
-pub use issue_model::cli_support::ColorChoice;
+pub use cli_support::ColorChoice;
 use std::path::PathBuf;
 
 const EXAMPLES: &str = "\

@@ -8,7 +8,7 @@ fn main() -> ExitCode {
     match verify::run(&args) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            issue_model::cli_support::report_error("npu-verify", &e, args.color);
+            cli_support::report_error("npu-verify", &e, args.color);
             ExitCode::from(2)
         }
     }

@@ -1,15 +1,14 @@
 //! What the five command-line tools share beyond the schema: how a fatal error and its causes
 //! are printed (`<tool>: error: …`, then `  caused by: …` per cause) and when output is colored
-//! (`--color auto|always|never`; auto colors a terminal unless `NO_COLOR` is set). It lives in
-//! the one library every tool depends on; it knows nothing of issues.
+//! (`--color auto|always|never`; auto colors a terminal unless `NO_COLOR` is set). It knows
+//! nothing of issues.
 
 use std::error::Error;
 use std::fmt::Write as _;
 use std::io::{IsTerminal, Write};
 
 /// The `--color` choice.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum ColorChoice {
     /// Color when the stream is a terminal and `NO_COLOR` is not set.
     #[default]

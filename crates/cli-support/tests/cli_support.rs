@@ -1,6 +1,6 @@
 //! The shared error printer and color choice of the command-line tools.
 
-use issue_model::cli_support::{ColorChoice, error_chain};
+use cli_support::{ColorChoice, error_chain};
 
 #[derive(Debug, thiserror::Error)]
 #[error("cannot read `a.json`")]
