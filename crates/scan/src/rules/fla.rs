@@ -76,10 +76,12 @@ impl Rule for CudaOnlyKernel {
         if guarded_with_fallback(sem) || under_availability_check(cx) {
             return;
         }
+        let fix = fix::sdpa_fallback(cx, stmt);
         cx.report(
             stmt.range(),
             format!("`{lib}` ships CUDA kernels only, so this import fails on the NPU; {advice} (see P_FLA.md)"),
-        );
+        )
+        .fix = fix;
     }
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
