@@ -506,7 +506,7 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                     "\"nccl\" backend (CUDA's collective library)"
                 }
             } else if is_cuda_device(s) {
-                "\"cuda\" device string (becomes npu under transfer_to_npu)"
+                device_string_note(sem)
             } else if s == "PYTORCH_CUDA_ALLOC_CONF" {
                 "`PYTORCH_CUDA_ALLOC_CONF` (the NPU allocator reads PYTORCH_NPU_ALLOC_CONF)"
             } else {
@@ -525,9 +525,35 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
                 return None;
             };
             s.starts_with("cuda:")
-                .then(|| "\"cuda:…\" device string (becomes npu under transfer_to_npu)".to_owned())
+                .then(|| device_string_note(sem).replacen("\"cuda\"", "\"cuda:…\"", 1))
         }
         _ => None,
+    }
+}
+
+/// What becomes of a `"cuda"` device string, from the remap table: `transfer_to_npu` rewrites
+/// the device arguments of the calls it wraps (`torch.zeros(device="cuda")`, `x.to("cuda")`) and
+/// no others (`torch.device("cuda")` stays CUDA's). Said only when every pinned version agrees.
+fn device_string_note(sem: &Semantic<'_>) -> &'static str {
+    let Some(Expr::Call(call)) = sem.parent_expr() else {
+        return "\"cuda\" device string (transfer_to_npu rewrites it only where it is passed to a call it wraps)";
+    };
+    let wrapped = match sem.resolve(&call.func) {
+        Some(q) => q.rsplit_once('.').is_some_and(|(owner, name)| {
+            crate::remap::every(|v| v.wraps_device_argument(owner, name))
+        }),
+        None => match call.func.as_ref() {
+            Expr::Attribute(a) => crate::remap::every(|v| {
+                v.wraps_device_argument("torch.Tensor", a.attr.as_str())
+                    || v.wraps_device_argument("torch.nn.Module", a.attr.as_str())
+            }),
+            _ => false,
+        },
+    };
+    if wrapped {
+        "\"cuda\" device string (becomes npu under transfer_to_npu, which wraps this call)"
+    } else {
+        "\"cuda\" device string (transfer_to_npu does not wrap this call, so it stays CUDA's)"
     }
 }
 
@@ -586,7 +612,35 @@ fn is_docstring(sem: &Semantic<'_>) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::cuda_name_site;
+    use super::{CUDA_SITE, RULE, cuda_name_site};
+
+    #[test]
+    fn a_cuda_device_string_is_said_to_become_npu_only_in_a_call_the_table_wraps() {
+        let text = "import torch\n\nx = torch.zeros(3, device=\"cuda\")\ny = x.to(\"cuda\")\nd = torch.device(\"cuda\")\n";
+        let (_, facts) = crate::visit::check_text(&[&RULE], "m.py", text);
+        let notes: Vec<(u32, &str)> = facts.notes[CUDA_SITE]
+            .iter()
+            .map(|s| (s.line, s.note.as_str()))
+            .collect();
+        assert!(
+            notes
+                .iter()
+                .any(|(l, n)| *l == 3 && n.contains("becomes npu")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|(l, n)| *l == 4 && n.contains("becomes npu")),
+            "{notes:?}"
+        );
+        assert!(
+            notes
+                .iter()
+                .any(|(l, n)| *l == 5 && n.contains("stays CUDA's")),
+            "{notes:?}"
+        );
+    }
 
     #[test]
     fn a_torch_cuda_name_is_said_to_become_npu_only_where_the_table_copies_it() {
