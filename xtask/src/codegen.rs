@@ -85,12 +85,8 @@ pub fn generate(root: &Path) -> Result<String> {
         let _ = writeln!(out, "        torch: {:?},", e.torch);
         let _ = writeln!(
             out,
-            "        device_arguments: &[{}],",
-            e.device_arguments
-                .iter()
-                .map(|(k, v)| format!("({k:?}, {})", str_slice(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
+            "        device_arguments: {},",
+            named_slices(&e.device_arguments)
         );
         let _ = writeln!(
             out,
@@ -105,15 +101,7 @@ pub fn generate(root: &Path) -> Result<String> {
         let _ = writeln!(out, "        module_patches: {},", pairs(&e.module_patches));
         let _ = writeln!(out, "        assignments: {},", pairs(&e.assignments));
         let _ = writeln!(out, "        deletions: {},", str_slice(&e.deletions));
-        let _ = writeln!(
-            out,
-            "        npu_all: &[{}],",
-            e.npu_all
-                .iter()
-                .map(|(k, v)| format!("({k:?}, {})", str_slice(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        let _ = writeln!(out, "        npu_all: {},", named_slices(&e.npu_all));
         let _ = writeln!(
             out,
             "        cuda_check_kept: {},",
@@ -131,6 +119,15 @@ fn version_key(v: &str) -> Vec<u64> {
         .filter(|p| !p.is_empty())
         .map(|p| p.parse().unwrap_or(0))
         .collect()
+}
+
+/// `&[("name", &[...]), ...]` for a map of names to lists.
+fn named_slices(map: &BTreeMap<String, Vec<String>>) -> String {
+    let items: Vec<String> = map
+        .iter()
+        .map(|(k, v)| format!("({k:?}, {})", str_slice(v)))
+        .collect();
+    format!("&[{}]", items.join(", "))
 }
 
 fn str_slice(items: &[String]) -> String {
