@@ -12,7 +12,6 @@ use crate::select::find;
 use crate::{Ctx, Exit, Result};
 use issue_model::{Applicability, HistoryStatus, Status};
 use serde::Serialize;
-use std::fmt::Write as _;
 
 /// What `--fix --format json` prints when no fix was applied.
 #[derive(Serialize)]
@@ -129,9 +128,7 @@ fn refuse(ctx: &mut Ctx<'_>, id: &str, message: &str, exit: Exit) -> Result<Exit
             },
         )?;
     } else {
-        let mut text = String::new();
-        let _ = writeln!(text, "{message}");
-        ctx.out.write_all(text.as_bytes())?;
+        writeln!(ctx.out, "{message}")?;
     }
     Ok(exit)
 }

@@ -46,6 +46,13 @@ pub fn edits(
     }
 }
 
+/// `new` in the quotes of the plain string literal `src` (`"..."` or `'...'`, no prefix), for an
+/// edit that swaps one literal for another in the same style; `None` for any other source.
+pub fn requote(src: &str, new: &str) -> Option<String> {
+    let quote = src.chars().next().filter(|q| matches!(q, '"' | '\''))?;
+    (src.len() >= 2 && src.ends_with(quote)).then(|| format!("{quote}{new}{quote}"))
+}
+
 /// The first 16 hex digits of the SHA-256 of `text`: what [`Fix::source_hash`] holds.
 pub fn source_hash(text: &str) -> String {
     let digest = Sha256::digest(text.as_bytes());

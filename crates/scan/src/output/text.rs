@@ -165,7 +165,7 @@ pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> Stri
         .map(|i| (i.fingerprint.as_str(), i))
         .collect();
     let mut out = String::new();
-    let applied: Vec<&str> = run
+    let applied: std::collections::BTreeSet<&str> = run
         .files
         .iter()
         .flat_map(|f| &f.applied)
@@ -207,14 +207,16 @@ pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> Stri
             let _ = writeln!(out, "Not applied: {place}: {why}");
         }
     }
-    let left = if wrote { &run.after } else { &run.before };
-    let fixed = run.fixed();
-    let remaining: Vec<&Issue> = left
-        .issues
-        .iter()
-        .filter(|i| wrote || !applied.contains(&i.fingerprint.as_str()))
-        .filter(|i| !fixed.contains(&i.fingerprint))
-        .collect();
+    // After a written run the rescan is what is left; after a dry run, what was not applied.
+    let remaining: Vec<&Issue> = if wrote {
+        run.after.issues.iter().collect()
+    } else {
+        run.before
+            .issues
+            .iter()
+            .filter(|i| !applied.contains(i.fingerprint.as_str()))
+            .collect()
+    };
     let unsafe_left = remaining
         .iter()
         .filter(|i| {

@@ -109,11 +109,7 @@ fn strip_comment(line: &str) -> &str {
 
 /// `new` in the quotes of `raw` (none, `"` or `'`).
 fn requote(raw: &str, new: &str) -> String {
-    let raw = raw.trim();
-    match raw.chars().next() {
-        Some(q @ ('"' | '\'')) if raw.len() >= 2 && raw.ends_with(q) => format!("{q}{new}{q}"),
-        _ => new.to_owned(),
-    }
+    fix::requote(raw.trim(), new).unwrap_or_else(|| new.to_owned())
 }
 
 fn unquote(value: &str) -> &str {

@@ -139,27 +139,15 @@ fn guards_gpu_only_code(cx: &Checker<'_>, whole: &Expr) -> bool {
 /// For a `"cuda"`, `"cuda:N"` or `"nccl"` literal: its source and the NPU's value in the same
 /// quotes.
 fn npu_twin(cx: &Checker<'_>, expr: &Expr) -> Option<(String, String)> {
-    let Expr::Constant(c) = expr else { return None };
-    let ast::Constant::Str(value) = &c.value else {
-        return None;
-    };
-    let npu = if value == "nccl" {
-        "hccl".to_owned()
-    } else {
-        let index = value.strip_prefix("cuda")?;
-        if !(index.is_empty()
-            || index
-                .strip_prefix(':')
-                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
-        {
-            return None;
-        }
-        format!("npu{index}")
+    let value = super::cuda_literal(expr)?;
+    let npu = match value.strip_prefix("cuda") {
+        Some(index) => format!("npu{index}"),
+        None => "hccl".to_owned(),
     };
     let src = cx.slice(expr.range());
-    let quote = src.chars().next().filter(|q| matches!(q, '"' | '\''))?;
-    if !src.ends_with(quote) || src.len() != value.len() + 2 {
+    // Escapes or implicit concatenation: the source is not the value in two quotes.
+    if src.len() != value.len() + 2 {
         return None;
     }
-    Some((src.to_owned(), format!("{quote}{npu}{quote}")))
+    Some((src.to_owned(), fix::requote(src, &npu)?))
 }

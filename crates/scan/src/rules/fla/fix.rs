@@ -29,11 +29,9 @@ pub(super) fn flash_fix(cx: &Checker<'_>, expr: &Expr) -> Option<Fix> {
             if matches!(s.as_str(), "flash_attention_2" | "flash_attention_3") =>
         {
             let src = cx.slice(target.range());
-            let quote = src.chars().next().filter(|q| matches!(q, '"' | '\''))?;
-            (
-                format!("{quote}sdpa{quote}"),
-                format!("use SDPA instead of flash-attn ({src} → {quote}sdpa{quote})"),
-            )
+            let sdpa = fix::requote(src, "sdpa")?;
+            let message = format!("use SDPA instead of flash-attn ({src} → {sdpa})");
+            (sdpa, message)
         }
         ast::Constant::Bool(true) => (
             "False".to_owned(),
