@@ -1,6 +1,7 @@
 //! The scan pipeline: walk, check every file on worker threads with large stacks, run the
 //! project-level hooks, apply suppressions and turn findings into issues.
 
+use crate::classes::ModuleClasses;
 use crate::contexts::{ConfigChecker, ProjectChecker};
 use crate::facts::FileFacts;
 use crate::files::{self, FileEntry, FileKind};
@@ -106,7 +107,8 @@ pub(crate) fn run(
     } else {
         files::collect(root, &excludes, threads)
     };
-    run_entries(&entries, warnings, settings, rules, started)
+    let modules = ModuleClasses::collect(&entries, settings.max_file_size);
+    run_entries(&entries, &modules, warnings, settings, rules, started)
 }
 
 /// Scan the one file `rel` of the project at `root`, as if it were the project's only file.
@@ -124,13 +126,23 @@ pub(crate) fn run_alone(
     let entry = files::entry(root, rel).ok_or_else(|| Error::NotScannable {
         file: rel.to_owned(),
     })?;
+    // A class of the file may derive from a module class of another file: the class headers
+    // of the whole tree are read (not parsed), as a scan of the project would.
+    let excludes = files::exclude_set(&settings.exclude).map_err(|source| Error::Exclude {
+        pattern: settings.exclude.join(", "),
+        source,
+    })?;
+    let (tree, _) = files::collect(root, &excludes, settings.threads());
+    let modules = ModuleClasses::collect(&tree, settings.max_file_size);
     let entries = [entry];
-    run_entries(&entries, Vec::new(), settings, rules, started)
+    run_entries(&entries, &modules, Vec::new(), settings, rules, started)
 }
 
-/// Check `entries` (sorted by path), then the project they make up.
+/// Check `entries` (sorted by path), then the project they make up (`modules`: the module
+/// classes of the whole tree).
 fn run_entries(
     entries: &[FileEntry],
+    modules: &ModuleClasses,
     mut warnings: Vec<String>,
     settings: &Settings,
     rules: &[&'static RuleInfo],
@@ -138,7 +150,7 @@ fn run_entries(
 ) -> Result<(ScanResult, Project)> {
     let threads = settings.threads();
     let python_rules: Vec<&'static RuleInfo> = rules.to_vec();
-    let outcomes = check_all(entries, settings, &python_rules, threads)?;
+    let outcomes = check_all(entries, settings, &python_rules, modules, threads)?;
 
     let cuda_sources: Vec<String> = entries
         .iter()
@@ -216,6 +228,7 @@ fn check_all(
     entries: &[FileEntry],
     settings: &Settings,
     rules: &[&'static RuleInfo],
+    modules: &ModuleClasses,
     threads: usize,
 ) -> Result<Vec<Outcome>> {
     let next = AtomicUsize::new(0);
@@ -234,7 +247,7 @@ fn check_all(
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(entry) = entries.get(i) else { break };
-                        out.push((i, check_guarded(entry, settings, rules)));
+                        out.push((i, check_guarded(entry, settings, rules, modules)));
                         let n = done.fetch_add(1, Ordering::Relaxed) + 1;
                         if let Some(progress) = &settings.progress {
                             progress(n, total);
@@ -274,9 +287,14 @@ fn check_all(
 }
 
 /// Check one file; a panic in a rule becomes an `unparsed` entry, not an aborted scan.
-fn check_guarded(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleInfo]) -> Outcome {
+fn check_guarded(
+    entry: &FileEntry,
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+    modules: &ModuleClasses,
+) -> Outcome {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match entry.kind {
-        FileKind::Python => check_python(entry, settings, rules),
+        FileKind::Python => check_python(entry, settings, rules, modules),
         FileKind::Config => check_config(entry, rules),
         FileKind::CudaSource => Outcome::default(),
     }));
@@ -321,7 +339,12 @@ fn syn_enabled(rules: &[&'static RuleInfo]) -> bool {
     rules.iter().any(|r| r.id == rules::SYNTAX_ERROR)
 }
 
-fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleInfo]) -> Outcome {
+fn check_python(
+    entry: &FileEntry,
+    settings: &Settings,
+    rules: &[&'static RuleInfo],
+    modules: &ModuleClasses,
+) -> Outcome {
     let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
     if size > settings.max_file_size {
         return skipped(
@@ -403,7 +426,7 @@ fn check_python(entry: &FileEntry, settings: &Settings, rules: &[&'static RuleIn
                     }),
                 |id| rules::get(id).is_some(),
             );
-            let (mut findings, facts) = visit::check_python(file, rules, &parsed.body);
+            let (mut findings, facts) = visit::check_python(file, rules, &parsed.body, modules);
             stamp_fixes(&mut findings, &text);
             if facts.too_deep {
                 outcome.warnings.push(format!(

@@ -30,6 +30,7 @@
 mod analysis;
 pub mod blocks;
 pub mod checker;
+pub mod classes;
 pub mod cli;
 mod contexts;
 mod engine;
@@ -205,7 +206,8 @@ pub fn scan_files(root: &Path, files: &[String], settings: &Settings) -> Result<
 }
 
 /// Scan the one file `file` (a relative `/` path) of the project at `root` as if it were the
-/// project's only file, without walking the tree. The findings of rules that judge a file by
+/// project's only file: only the class headers of the other files are read (a class may derive
+/// from an `nn.Module` defined elsewhere), nothing else of them is checked. The findings of rules that judge a file by
 /// itself (those not `project_level` in [`rules::registry`]) are exactly those a scan of the
 /// whole project reports for that file; project-level rules see a project of one file.
 pub fn scan_alone(root: &Path, file: &str, settings: &Settings) -> Result<ScanResult> {

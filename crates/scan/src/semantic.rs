@@ -12,6 +12,7 @@
 //! It only knows facts of the file being walked; facts across files live in
 //! [`crate::project`].
 
+use crate::classes::ModuleClasses;
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Stmt};
 use foldhash::{HashMap, HashMapExt as _};
@@ -104,6 +105,8 @@ pub struct Semantic<'a> {
     import_guards: Vec<ImportGuard<'a>>,
     /// Classes of this file known to be `nn.Module` subclasses.
     module_classes: HashMap<String, bool>,
+    /// The project's module classes, for bases defined in other files.
+    project_modules: Option<&'a ModuleClasses>,
     /// Every name bound in some scope so far.
     bound: BoundNames,
 }
@@ -162,8 +165,14 @@ impl<'a> Semantic<'a> {
             main_guard_depth: 0,
             import_guards: Vec::new(),
             module_classes: HashMap::new(),
+            project_modules: None,
             bound: BoundNames::default(),
         }
+    }
+
+    /// Let classes derive from the project's module classes of other files.
+    pub fn set_project_modules(&mut self, modules: &'a ModuleClasses) {
+        self.project_modules = Some(modules);
     }
 
     // ---- name resolution -------------------------------------------------------------
@@ -417,7 +426,10 @@ impl<'a> Semantic<'a> {
                 MODULE_BASES.contains(&b.as_str())
                     || MODULE_BASE_PREFIXES.iter().any(|p| b.starts_with(p))
                     || b.ends_with("PreTrainedModel")
-                    || self.module_classes.get(b).copied().unwrap_or(false)
+                    || match self.module_classes.get(b) {
+                        Some(&local) => local,
+                        None => self.project_modules.is_some_and(|m| m.contains(b)),
+                    }
             });
         let name = class.name.as_str().to_owned();
         let is_loss = bases.iter().any(|b| b.ends_with("_Loss"))

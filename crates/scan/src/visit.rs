@@ -3,6 +3,7 @@
 //! calls of the config and project hooks.
 
 use crate::checker::{Checker, Finding, SourceFile};
+use crate::classes::ModuleClasses;
 use crate::contexts::{ConfigChecker, ProjectChecker};
 use crate::facts::{At, FileFacts};
 use crate::rules::RuleInfo;
@@ -10,18 +11,20 @@ use crate::semantic::{self, ImportGuard};
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use crate::walk::{self, Visitor};
 
-/// Walk `body` of `file` once, calling the Python hooks of `rules`; the findings and the file's
-/// facts.
+/// Walk `body` of `file` once, calling the Python hooks of `rules` (`modules`: the project's
+/// module classes); the findings and the file's facts.
 pub(crate) fn check_python<'a>(
     file: SourceFile<'a>,
     rules: &'a [&'static RuleInfo],
     body: &'a [Stmt],
+    modules: &'a ModuleClasses,
 ) -> (Vec<Finding>, FileFacts) {
     walk::take_truncated();
     let mut walk = Walk {
         cx: Checker::new(file),
         rules,
     };
+    walk.cx.semantic.set_project_modules(modules);
     walk.cx.semantic.prebind_module(body);
     walk.visit_body(body);
     walk.cx.facts.module_end(&walk.cx.file, body);
@@ -205,7 +208,8 @@ pub(crate) fn check_text(
         text,
         index: &index,
     };
-    check_python(file, rules, &parsed.body)
+    let modules = crate::classes::ModuleClasses::from_sources([text]);
+    check_python(file, rules, &parsed.body, &modules)
 }
 
 /// The lines `rule` reports in the file `path` with the source `text`.

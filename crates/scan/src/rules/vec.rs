@@ -8,7 +8,7 @@ use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
-use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
+use crate::source::ast::{self, Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
 mod elements;
@@ -333,7 +333,7 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
     };
     let name = n.id.as_str();
     if let Some(annotation) = func.param_annotation(name) {
-        return crate::semantic::dotted(annotation).ends_with("Tensor");
+        return is_tensor_annotation(annotation);
     }
     let values = func.assigned(name);
     values.iter().any(|(_, v)| is_tensor_value(sem, v))
@@ -348,8 +348,51 @@ fn annotated_tensor(func: &Function<'_>, name: &str) -> bool {
         matches!(s, Stmt::AnnAssign(a)
             if matches!(a.target.as_ref(), Expr::Name(t) if t.id.as_str() == name)
                 && a.value.is_some()
-                && crate::semantic::dotted(&a.annotation).ends_with("Tensor"))
+                && is_tensor_annotation(&a.annotation))
     })
+}
+
+/// A tensor type: `torch.Tensor`, `LongTensor`, and the optional forms model code writes for
+/// keyword inputs (`Optional[torch.Tensor]`, `Union[Tensor, None]`, `torch.Tensor | None`).
+fn is_tensor_annotation(annotation: &Expr) -> bool {
+    match annotation {
+        Expr::Subscript(s)
+            if matches!(
+                crate::semantic::dotted(&s.value).rsplit('.').next(),
+                Some("Optional" | "Union")
+            ) =>
+        {
+            match s.slice.as_ref() {
+                Expr::Tuple(t) => t.elts.iter().any(is_tensor_annotation),
+                one => is_tensor_annotation(one),
+            }
+        }
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
+            is_tensor_annotation(&b.left) || is_tensor_annotation(&b.right)
+        }
+        other => crate::semantic::dotted(other).ends_with("Tensor"),
+    }
+}
+
+/// A local bound to a list comprehension that takes one tensor from each row of a batch
+/// (`ids = [row[keep] for row, keep in zip(input_ids, mask)]`): the batch's samples, one
+/// tensor each.
+fn is_rows_comprehension(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name).iter().any(|(_, v)| {
+        matches!(v, Expr::ListComp(c)
+            if matches!(c.elt.as_ref(), Expr::Subscript(_) | Expr::Call(_))
+                && c.generators.first().is_some_and(|g| iterates_rows(sem, func, &g.iter)))
+    })
+}
+
+/// `iter` walks the rows of a tensor, directly or through `enumerate`/`zip`.
+fn iterates_rows(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
+    if let Expr::Call(c) = iter
+        && matches!(analysis::last_name_of(&c.func), "enumerate" | "zip")
+    {
+        return c.args.iter().any(|a| iterates_rows(sem, func, a));
+    }
+    iterates_tensor(sem, func, iter)
 }
 
 fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {

@@ -112,7 +112,9 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         Expr::Subscript(s) if is_tensor_expr(sem, func, &s.value) => Walk::Rows,
         Expr::Name(n) => {
             // Pieces of a split, or a list of per-head results later stacked into a tensor.
-            if super::is_pieces(func, n.id.as_str())
+            if super::is_rows_comprehension(sem, func, n.id.as_str()) {
+                Walk::Rows
+            } else if super::is_pieces(func, n.id.as_str())
                 || super::is_local_container(func, n.id.as_str())
             {
                 Walk::Other

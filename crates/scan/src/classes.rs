@@ -1,0 +1,223 @@
+//! Which class names of a project are `nn.Module`s, seen across its files.
+//!
+//! Model classes often derive from a base defined in another file of the project
+//! (`class Policy(BasePolicy)`, with `class BasePolicy(nn.Module)` elsewhere). The semantic
+//! model of one file cannot see that base, so before the files are checked their class
+//! headers are read as text (no parse: a fraction of the cost of parsing) and module classes
+//! are found by following bases by name until nothing changes. Names are matched without
+//! their module (`pkg.base.BasePolicy` is `BasePolicy`).
+
+use crate::files::{FileEntry, FileKind};
+use std::collections::{HashMap, HashSet};
+
+/// The names of the classes of a project that are `nn.Module` subclasses.
+#[derive(Debug, Default)]
+pub struct ModuleClasses {
+    names: HashSet<String>,
+}
+
+/// One `class` header: its name, the last segment of each base, and whether its body
+/// defines `forward`.
+#[derive(Debug, Default)]
+struct Header {
+    name: String,
+    bases: Vec<String>,
+    forward: bool,
+}
+
+impl ModuleClasses {
+    /// Read the class headers of every Python file in `entries` (files that cannot be read
+    /// are left out; the check of that file reports them).
+    pub fn collect(entries: &[FileEntry], max_file_size: u64) -> ModuleClasses {
+        let mut headers = Vec::new();
+        for entry in entries.iter().filter(|e| e.kind == FileKind::Python) {
+            if std::fs::metadata(&entry.path).map_or(true, |m| m.len() > max_file_size) {
+                continue;
+            }
+            if let Ok(bytes) = std::fs::read(&entry.path) {
+                headers.extend(class_headers(&String::from_utf8_lossy(&bytes)));
+            }
+        }
+        ModuleClasses::from_headers(&headers)
+    }
+
+    /// The module classes of some source texts (tests, one-file scans).
+    pub fn from_sources<'s>(sources: impl IntoIterator<Item = &'s str>) -> ModuleClasses {
+        let headers: Vec<Header> = sources.into_iter().flat_map(class_headers).collect();
+        ModuleClasses::from_headers(&headers)
+    }
+
+    fn from_headers(headers: &[Header]) -> ModuleClasses {
+        let mut names: HashSet<String> = headers
+            .iter()
+            .filter(|h| h.forward || h.bases.iter().any(|b| is_module_base(b)))
+            .map(|h| h.name.clone())
+            .collect();
+        let mut bases: HashMap<&str, Vec<&str>> = HashMap::new();
+        for h in headers {
+            bases
+                .entry(h.name.as_str())
+                .or_default()
+                .extend(h.bases.iter().map(|b| last_segment(b)));
+        }
+        loop {
+            let found: Vec<String> = bases
+                .iter()
+                .filter(|(name, of)| {
+                    !names.contains(**name) && of.iter().any(|b| names.contains(*b))
+                })
+                .map(|(name, _)| (*name).to_owned())
+                .collect();
+            if found.is_empty() {
+                break;
+            }
+            names.extend(found);
+        }
+        ModuleClasses { names }
+    }
+
+    /// Is a class of this name (a base as written or resolved: `BasePolicy`,
+    /// `pkg.models.BasePolicy`) an `nn.Module` somewhere in the project?
+    pub fn contains(&self, base: &str) -> bool {
+        self.names.contains(last_segment(base))
+    }
+}
+
+fn last_segment(dotted: &str) -> &str {
+    dotted.rsplit('.').next().unwrap_or(dotted)
+}
+
+/// A base that makes a class a module by itself: `nn.Module`, any `torch.nn` class,
+/// Lightning's and transformers' model bases.
+fn is_module_base(base: &str) -> bool {
+    let last = last_segment(base);
+    base.starts_with("nn.")
+        || base.starts_with("torch.nn.")
+        || last == "Module"
+        || last == "LightningModule"
+        || last.ends_with("PreTrainedModel")
+}
+
+/// The `class` headers of a source text, read line by line.
+fn class_headers(text: &str) -> Vec<Header> {
+    let mut headers: Vec<Header> = Vec::new();
+    // Classes whose body the current line may be in: (indent, index in `headers`).
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let body = line.trim_start();
+        if body.is_empty() || body.starts_with('#') {
+            continue;
+        }
+        let indent = line.len() - body.len();
+        while open.last().is_some_and(|&(at, _)| at >= indent) {
+            open.pop();
+        }
+        if let Some(rest) = body.strip_prefix("class ") {
+            let name_end = rest
+                .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .unwrap_or(rest.len());
+            let name = &rest[..name_end];
+            if name.is_empty() {
+                continue;
+            }
+            let mut header = Header {
+                name: name.to_owned(),
+                ..Header::default()
+            };
+            let after = rest[name_end..].trim_start();
+            if let Some(args) = after.strip_prefix('(') {
+                header.bases = bases(args, &mut lines);
+            }
+            open.push((indent, headers.len()));
+            headers.push(header);
+        } else if (body.starts_with("def forward(") || body.starts_with("async def forward("))
+            && let Some(&(_, i)) = open.last()
+        {
+            headers[i].forward = true;
+        }
+    }
+    headers
+}
+
+/// The bases of a header whose text after `(` is `first`, reading on while the parentheses
+/// are open (at most 20 lines): the dotted name of each positional argument, without
+/// subscripts (`Generic[T]` is `Generic`).
+fn bases<'t>(first: &'t str, lines: &mut std::str::Lines<'t>) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    let mut depth = 0usize;
+    let mut keyword = false;
+    let mut text = first;
+    for _ in 0..20 {
+        for c in text.chars() {
+            match c {
+                '(' | '[' | '{' => depth += 1,
+                ')' | ']' | '}' if depth > 0 => depth -= 1,
+                ')' => {
+                    push_base(&mut out, &current, keyword);
+                    return out;
+                }
+                ',' if depth == 0 => {
+                    push_base(&mut out, &current, keyword);
+                    current.clear();
+                    keyword = false;
+                }
+                '=' if depth == 0 => keyword = true,
+                '#' => break,
+                _ if depth == 0 => current.push(c),
+                _ => {}
+            }
+        }
+        match lines.next() {
+            Some(next) => text = next,
+            None => break,
+        }
+    }
+    push_base(&mut out, &current, keyword);
+    out
+}
+
+fn push_base(out: &mut Vec<String>, text: &str, keyword: bool) {
+    let base = text.trim();
+    let dotted = !base.is_empty()
+        && base
+            .chars()
+            .all(|c| c.is_alphanumeric() || c == '_' || c == '.');
+    if !keyword && dotted {
+        out.push(base.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bases_defined_in_other_files_make_modules() {
+        let base = "import torch.nn as nn\n\nclass BasePolicy(nn.Module):\n    def act(self):\n        pass\n";
+        let mid = "from pkg.base import BasePolicy\n\nclass Chunked(\n    BasePolicy,  # the shared head\n    metaclass=Meta,\n):\n    pass\n";
+        let leaf = "from pkg import mid\n\nclass Flow(mid.Chunked, Generic[T]):\n    pass\n\nclass Config:\n    pass\n";
+        let classes = ModuleClasses::from_sources([leaf, mid, base]);
+        assert!(classes.contains("BasePolicy"));
+        assert!(classes.contains("pkg.mid.Chunked"));
+        assert!(classes.contains("Flow"));
+        assert!(!classes.contains("Config"));
+        assert!(!classes.contains("Meta"));
+    }
+
+    #[test]
+    fn a_forward_method_makes_a_module_and_nesting_is_followed() {
+        let text = "class Outer:\n    class Inner:\n        def forward(self, x):\n            return x\n    def run(self):\n        pass\nclass Next(Outer.Inner):\n    pass\n";
+        let classes = ModuleClasses::from_sources([text]);
+        assert!(classes.contains("Inner"));
+        assert!(!classes.contains("Outer"));
+        assert!(classes.contains("Next"));
+    }
+
+    #[test]
+    fn broken_headers_are_left_alone() {
+        let classes = ModuleClasses::from_sources(["class (x):\nclass A(\n", "class"]);
+        assert!(!classes.contains("A"));
+    }
+}
