@@ -68,7 +68,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Test(args) => test::run(&args),
         Command::Venv => {
-            let python = venv::ensure()?;
+            let python = venv::ensure(&venv::default_requirements())?;
             println!("{}", python.display());
             Ok(())
         }

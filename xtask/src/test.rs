@@ -65,7 +65,7 @@ pub fn run(args: &Args) -> Result<()> {
     }
 
     let t = Instant::now();
-    let python = crate::venv::ensure();
+    let python = crate::venv::ensure(&crate::venv::default_requirements());
     step("python venv", python.is_ok(), t);
     let python = match python {
         Ok(p) => p,
