@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     del config
     items.sort(key=_uses_emulator)
+
+
+# -- the torch-matrix record (`cargo xtask test` sets NPU_PATCHER_MATRIX_RESULTS): outcome counts and every skip
+# with its reason, which the support tables of docs/runtime-patches.md and the emulator README are rendered from.
+RESULTS_ENV = "NPU_PATCHER_MATRIX_RESULTS"
+_outcomes: dict[str, list[Any]] = {"passed": [], "failed": [], "skipped": []}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        if report.outcome == "skipped":
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            _outcomes["skipped"].append([report.nodeid, reason.removeprefix("Skipped: ")])
+        else:
+            _outcomes[report.outcome].append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    target = os.environ.get(RESULTS_ENV)
+    if not target:
+        return
+    import json
+
+    record = {
+        "torch": torch.__version__.split("+")[0],
+        "exit_status": int(exitstatus),
+        "passed": len(_outcomes["passed"]),
+        "failed": sorted(_outcomes["failed"]),
+        "skipped": sorted(_outcomes["skipped"]),
+    }
+    Path(target).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    del session

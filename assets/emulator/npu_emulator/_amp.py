@@ -108,7 +108,8 @@ def register(lib: torch.library.Library, global_lib: torch.library.Library) -> N
     """Register the fallthrough and the casting kernels on AutocastPrivateUse1."""
     if hasattr(global_lib, "fallback"):
         global_lib.fallback(torch.library.fallthrough_kernel, dispatch_key="AutocastPrivateUse1")
-    # else (torch < 2.3, no Library.fallback): torch registers that fallthrough itself (ATen autocast_mode.cpp).
+    else:  # torch < 2.3: no Library.fallback; its dispatcher module registers the same fallthrough
+        global_lib.m.fallback_fallthrough("AutocastPrivateUse1")
     for names, lower in ((LOWER_PRECISION, True), (FLOAT32, False)):
         for name in names:
             packet = getattr(torch.ops.aten, name, None)

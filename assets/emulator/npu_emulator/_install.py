@@ -193,6 +193,23 @@ def _register_native() -> None:
         module.get_autocast_dtype = lambda: dtypes[native.autocast_dtype()]  # type: ignore[attr-defined]
         module.set_autocast_dtype = lambda dtype: native.set_autocast_dtype(_SCALAR_TYPES[dtype])  # type: ignore[attr-defined]
     torch._register_device_module("npu", _backend.npu)
+    _checkpoint_device_type()
+
+
+def _checkpoint_device_type() -> None:
+    """Let torch.utils.checkpoint restore the npu RNG state on torch releases that infer its device from it.
+
+    Before ``set_device_states`` took a ``device_type`` (torch < 2.2), it inferred the device from the saved
+    states, which are CPU tensors, and so always fell back to ``DefaultDeviceType`` ("cuda"). With no CUDA in
+    this process, that default becomes the emulated device.
+    """
+    import inspect
+
+    from torch.utils import checkpoint
+
+    takes_device = "device_type" in inspect.signature(checkpoint.set_device_states).parameters
+    if not takes_device and not torch.cuda.is_available():
+        checkpoint.DefaultDeviceType.set_device_type("npu")
 
 
 def _enable_foreach() -> None:
