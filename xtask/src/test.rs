@@ -26,6 +26,7 @@ pub struct Args {
     no_matrix: bool,
     /// Extra arguments passed to pytest (e.g. `-k float64`).
     #[arg(last = true)]
+    #[allow(clippy::struct_field_names, reason = "the CLI's own name for them")]
     pytest_args: Vec<String>,
 }
 
