@@ -40,7 +40,10 @@ pub fn requirements_for_torch(version: &str) -> Result<PathBuf> {
     let default = default_requirements();
     let text = std::fs::read_to_string(&default)
         .with_context(|| format!("cannot read {}", default.display()))?;
-    if text.lines().any(|line| line.trim() == format!("torch=={version}")) {
+    if text
+        .lines()
+        .any(|line| line.trim() == format!("torch=={version}"))
+    {
         return Ok(default); // the default test venv's own torch
     }
     let mut lines = vec![format!(
