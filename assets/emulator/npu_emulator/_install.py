@@ -74,6 +74,11 @@ def _pin_memory(tensor: torch.Tensor, device: torch.device | None = None) -> tor
     return tensor.clone()
 
 
+def _is_pinned(tensor: torch.Tensor, device: torch.device | None = None) -> bool:
+    del tensor, device
+    return False
+
+
 def _sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -135,6 +140,13 @@ def install() -> None:
         # Replaces torch's CPU kernel, which would ask the npu hooks for a pinned allocator they cannot give.
         warnings.simplefilter("ignore")
         lib.impl("_pin_memory", _pin_memory, "CPU")
+        if _state["backend"] != "python":
+            # torch < 2.10 picks the kernels of is_pinned/_pin_memory by their device argument (CUDA when it is
+            # None), and CUDA's initialise CUDA, which fails on a machine without a driver. Host memory is never
+            # pinned here (pinning is a copy), for either device argument.
+            for key in ("CUDA", "PrivateUse1"):
+                lib.impl("is_pinned", _is_pinned, key)
+                lib.impl("_pin_memory", _pin_memory, key)
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _accelerator.install()

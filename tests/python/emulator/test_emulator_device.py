@@ -268,3 +268,13 @@ def test_dataloader_workers_with_pinned_memory(npu: torch.device) -> None:
     loader = torch.utils.data.DataLoader(dataset, batch_size=4, pin_memory=True, num_workers=2)
     seen = [features.to(npu, non_blocking=True).sum().item() for features, _ in loader]
     assert seen == [28.0, 92.0]
+
+
+def test_pinning_host_memory_is_a_copy_for_any_device_argument(npu: torch.device) -> None:
+    # torch < 2.10 picks these kernels by the device argument (CUDA when None): none may touch CUDA here.
+    host = torch.arange(4.0)
+    for args in ((), ("npu",)):
+        pinned = host.pin_memory(*args)
+        assert torch.equal(pinned, host) and pinned.device.type == "cpu"
+        assert not host.is_pinned(*args)
+    assert torch.equal(host.pin_memory().to(npu, non_blocking=True).cpu(), host)
