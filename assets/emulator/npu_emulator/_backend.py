@@ -383,6 +383,15 @@ npu.amp = amp  # type: ignore[attr-defined]
 npu.config = config  # type: ignore[attr-defined]
 
 
+def is_current_stream_capturing() -> bool:
+    """False: graph capture is not emulated. torch_npu has it (npu/graphs.py), and torch's optimizers ask
+    ``torch.cuda.is_current_stream_capturing()``, which transfer_to_npu points here."""
+    return False
+
+
+npu.is_current_stream_capturing = is_current_stream_capturing  # type: ignore[attr-defined]
+
+
 def register_modules() -> None:
     """Make ``import torch.npu`` / ``from torch.npu.amp import autocast`` work."""
     sys.modules["torch.npu"] = npu
