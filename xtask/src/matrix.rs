@@ -201,6 +201,14 @@ fn print_timing(version: &str, found: &Value) {
 }
 
 fn write_result(root: &Path, version: &str, found: &Value) -> Result<()> {
+    // Suites in name order, however they were collected: the file is committed and diffed.
+    let mut found = found.clone();
+    if let Some(Value::Object(suites)) = found.get_mut("suites") {
+        let sorted: std::collections::BTreeMap<String, Value> =
+            std::mem::take(suites).into_iter().collect();
+        suites.extend(sorted);
+    }
+    let found = &found;
     let dir = root.join(RESULTS_DIR);
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let path = dir.join(format!("torch-{version}.json"));

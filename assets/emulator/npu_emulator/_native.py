@@ -2,7 +2,7 @@
 
 torch releases before 2.10 cannot register a PrivateUse1 device guard from Python, and without one torch's C++
 core refuses indexing and ``backward()`` on the device. ``npu_device.cpp`` (beside this file) registers the guard
-and the PrivateUse1 hooks; it is compiled once per torch version and source with ``torch.utils.cpp_extension``
+and the PrivateUse1 hooks; it is compiled once per torch version, Python version and source with ``torch.utils.cpp_extension``
 (ninja and the machine's C++ compiler) into a cache folder: ``$NPU_PATCHER_EMULATOR_BUILD_DIR``, else
 ``$XDG_CACHE_HOME/npu-patcher/emulator-ext``, else ``~/.cache/npu-patcher/emulator-ext``. A file lock makes
 parallel processes build it once. Everything else (tensors, ops, restrictions) stays in Python and is the same on
@@ -84,7 +84,8 @@ def _locked(path: Path) -> Any:
 def _tag() -> str:
     digest = hashlib.sha256(SOURCE.read_bytes()).hexdigest()[:12]
     version = torch.__version__.replace("+", "_").replace(".", "_")
-    return f"torch{version}_{digest}"
+    # The extension uses the CPython C API: one build per interpreter version too.
+    return f"torch{version}_py{sys.version_info[0]}{sys.version_info[1]}_{digest}"
 
 
 def load() -> ModuleType:
