@@ -50,7 +50,8 @@ __all__ = [
 ]
 
 _Tensor = torch.Tensor
-_TensorBase = torch._C.TensorBase
+# The C base class of torch.Tensor: ``torch._C.TensorBase`` from torch 2.2 on, ``torch._C._TensorBase`` before.
+_TensorBase = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
 # The real float64 dtype object, even if this module is imported while float64 is already remapped.
 _FLOAT64: torch.dtype = torch.DoubleTensor.dtype
 _FLOAT32: torch.dtype = torch.float32

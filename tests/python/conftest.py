@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,3 +52,42 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     del config
     items.sort(key=_uses_emulator)
+
+
+# -- the torch-matrix record (`cargo xtask test` sets NPU_PATCHER_MATRIX_RESULTS): per suite (tests/python/<suite>/),
+# the outcome counts and every skip with its reason, from which the support tables of docs/runtime-patches.md and the
+# emulator README are rendered.
+RESULTS_ENV = "NPU_PATCHER_MATRIX_RESULTS"
+_suites: dict[str, dict[str, Any]] = {}
+
+
+def _suite(nodeid: str) -> dict[str, Any]:
+    parts = nodeid.split("/")
+    name = parts[2] if len(parts) > 3 and parts[:2] == ["tests", "python"] else parts[0]
+    return _suites.setdefault(name, {"passed": 0, "failed": [], "skipped": []})
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.when == "call" or (report.when != "call" and report.outcome != "passed"):
+        suite = _suite(report.nodeid)
+        if report.outcome == "skipped":
+            reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+            suite["skipped"].append([report.nodeid, reason.removeprefix("Skipped: ")])
+        elif report.outcome == "passed":
+            suite["passed"] += 1
+        else:
+            suite["failed"].append(report.nodeid)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    del session
+    target = os.environ.get(RESULTS_ENV)
+    if not target:
+        return
+    import json
+
+    for suite in _suites.values():
+        suite["failed"] = sorted(set(suite["failed"]))
+        suite["skipped"].sort()
+    record = {"torch": torch.__version__.split("+")[0], "exit_status": int(exitstatus), "suites": _suites}
+    Path(target).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n", encoding="utf-8")

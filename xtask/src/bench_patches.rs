@@ -26,7 +26,7 @@ pub struct Args {
 
 pub fn run(args: &Args) -> Result<()> {
     let root = crate::project_root();
-    let python = crate::venv::ensure()?;
+    let python = crate::venv::ensure(&crate::venv::default_requirements())?;
     let script = root.join("xtask").join("python").join("bench_patches.py");
     let mut command_line = vec![script.into_os_string()];
     for (on, flag) in [

@@ -210,7 +210,7 @@ fn row(name: &str, files: usize, lines: usize, m: &Measured) {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let python = crate::venv::ensure()?;
+    let python = crate::venv::ensure(&crate::venv::default_requirements())?;
     let corpus = match &args.corpus {
         Some(dir) => dir.clone(),
         None => transformers_corpus(&python, &args.transformers)?,

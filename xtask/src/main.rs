@@ -12,7 +12,9 @@ mod bench_scan;
 mod codegen;
 mod corpus;
 mod dist;
+mod matrix;
 mod shipped;
+mod support_table;
 mod test;
 mod tidy;
 mod torch_npu;
@@ -33,8 +35,15 @@ struct Cli {
 enum Command {
     /// Run every check and test from a fresh clone: fmt, clippy, cargo tests, the Python venv and pytest.
     Test(test::Args),
-    /// Create (or reuse) the cached Python test venv and print its interpreter path.
-    Venv,
+    /// Create (or reuse) the cached Python test venv and print its interpreter path
+    /// (`--torch X.Y.Z`: the torch-matrix venv of that torch).
+    Venv(VenvArgs),
+    /// Only the torch matrix of `cargo xtask test` (default: torch 2.1.0 and 2.6.0), then write the
+    /// support tables from its results.
+    Matrix(MatrixArgs),
+    /// Render the torch support tables of docs/runtime-patches.md and the emulator README from
+    /// tests/torch-matrix/results (`--check`: fail if they are stale).
+    SupportTable(support_table::Args),
     /// Benchmarks that print figures.
     #[command(subcommand)]
     Bench(Bench),
@@ -53,6 +62,20 @@ enum Command {
     Codegen(codegen::Args),
 }
 
+#[derive(clap::Args)]
+struct VenvArgs {
+    /// The torch version of a torch-matrix venv (default: the test venv of requirements-test.txt).
+    #[arg(long = "torch", value_name = "X.Y.Z")]
+    torch: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct MatrixArgs {
+    /// A torch version to run (repeatable); default: the matrix of `cargo xtask test`.
+    #[arg(long = "torch", value_name = "X.Y.Z")]
+    torch: Vec<String>,
+}
+
 #[derive(Subcommand)]
 enum Bench {
     /// npu-progress on a generated issues.json with many issues.
@@ -67,8 +90,12 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Test(args) => test::run(&args),
-        Command::Venv => {
-            let python = venv::ensure()?;
+        Command::Venv(args) => {
+            let requirements = match &args.torch {
+                Some(version) => venv::requirements_for_torch(version)?,
+                None => venv::default_requirements(),
+            };
+            let python = venv::ensure(&requirements)?;
             println!("{}", python.display());
             Ok(())
         }
@@ -78,8 +105,44 @@ fn main() -> Result<()> {
         Command::Accuracy(args) => accuracy::run(&args),
         Command::Dist(args) => dist::run(&args).map(|_| ()),
         Command::Tidy => tidy::run(),
+        Command::SupportTable(args) => support_table::run(&args),
+        Command::Matrix(args) => run_matrix(&args),
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
+    }
+}
+
+fn run_matrix(args: &MatrixArgs) -> Result<()> {
+    let versions: Vec<String> = if args.torch.is_empty() {
+        venv::MATRIX.iter().map(|v| (*v).to_owned()).collect()
+    } else {
+        args.torch.clone()
+    };
+    torch_npu::ensure_all()?;
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let wheels = torch_npu::cache_dir();
+    let env = matrix::Env {
+        cargo: &cargo,
+        wheels: &wheels,
+        path_tail: std::env::var_os("PATH"),
+    };
+    let mut failed = Vec::new();
+    matrix::run(&versions, &env, &mut |s: matrix::Step| {
+        eprintln!(
+            "xtask: {}: {} ({:.1}s)",
+            s.name,
+            if s.ok { "ok" } else { "FAILED" },
+            s.secs
+        );
+        if !s.ok {
+            failed.push(s.name);
+        }
+    });
+    support_table::run(&support_table::Args { check: false })?;
+    if failed.is_empty() {
+        Ok(())
+    } else {
+        anyhow::bail!("failed: {}", failed.join(", "))
     }
 }
 

@@ -2,9 +2,11 @@
 //!
 //! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
 //! (`cargo xtask torch-npu`), the cargo tests, the scanner
-//! on the real-code corpus (`accuracy --corpus`), the release bundle, then pytest over `tests/`.
-//! Every step runs even when an earlier one fails, so one run shows everything that is wrong;
-//! the exit code is non-zero if any step failed.
+//! on the real-code corpus (`accuracy --corpus`), the release bundle, pytest over `tests/`, then
+//! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
+//! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
+//! check. Every step runs even when an earlier one fails, so one run shows everything that is
+//! wrong; the exit code is non-zero if any step failed.
 
 use anyhow::{Result, bail};
 use std::time::Instant;
@@ -14,8 +16,17 @@ pub struct Args {
     /// Skip rustfmt and clippy (quicker local iterations).
     #[arg(long)]
     no_lint: bool,
+    /// Run the torch matrix on this torch version instead of the default ones (repeatable), e.g.
+    /// `--torch 2.4.1`; each gets a venv from `tests/torch-matrix/requirements-<version>.txt` or,
+    /// without one, from `requirements-test.txt` with the torch pin replaced.
+    #[arg(long = "torch", value_name = "X.Y.Z")]
+    torch: Vec<String>,
+    /// Skip the torch matrix.
+    #[arg(long)]
+    no_matrix: bool,
     /// Extra arguments passed to pytest (e.g. `-k float64`).
     #[arg(last = true)]
+    #[allow(clippy::struct_field_names, reason = "the CLI's own name for them")]
     pytest_args: Vec<String>,
 }
 
@@ -24,17 +35,8 @@ pub fn run(args: &Args) -> Result<()> {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     // Python must not leave `__pycache__` under assets/: everything there is embedded in the binaries.
     remove_pycache(&root.join("assets"));
-    let mut failed: Vec<&str> = Vec::new();
-    let mut step = |name: &'static str, ok: bool, started: Instant| {
-        eprintln!(
-            "xtask: {name}: {} ({:.1}s)",
-            if ok { "ok" } else { "FAILED" },
-            started.elapsed().as_secs_f64()
-        );
-        if !ok {
-            failed.push(name);
-        }
-    };
+    let total = Instant::now();
+    let mut steps = Steps::default();
 
     if !args.no_lint {
         let t = Instant::now();
@@ -44,7 +46,7 @@ pub fn run(args: &Args) -> Result<()> {
             .run()?
             .status
             .success();
-        step("cargo fmt --check", ok, t);
+        steps.step("cargo fmt --check", ok, t);
         let t = Instant::now();
         let ok = duct::cmd!(
             &cargo,
@@ -61,12 +63,12 @@ pub fn run(args: &Args) -> Result<()> {
         .run()?
         .status
         .success();
-        step("cargo clippy", ok, t);
+        steps.step("cargo clippy", ok, t);
     }
 
     let t = Instant::now();
-    let python = crate::venv::ensure();
-    step("python venv", python.is_ok(), t);
+    let python = crate::venv::ensure(&crate::venv::default_requirements());
+    steps.step("python venv", python.is_ok(), t);
     let python = match python {
         Ok(p) => p,
         Err(e) => {
@@ -85,11 +87,11 @@ pub fn run(args: &Args) -> Result<()> {
     if let Err(e) = &wheels {
         eprintln!("xtask: error: {e:#}");
     }
-    step("torch-npu wheels", wheels.is_ok(), t);
+    steps.step("torch-npu wheels", wheels.is_ok(), t);
     let wheels = crate::torch_npu::cache_dir();
 
     let t = Instant::now();
-    let ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
+    let cargo_test_ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
         .dir(&root)
         .env("NPU_PATCHER_TORCH_NPU_DIR", &wheels)
         .env("PATH", &path)
@@ -99,7 +101,7 @@ pub fn run(args: &Args) -> Result<()> {
         .run()?
         .status
         .success();
-    step("cargo test", ok, t);
+    steps.step("cargo test", cargo_test_ok, t);
 
     // The scanner on the pinned real-code corpus: downloads (cached) like the venv, fails on a
     // download, hash, scan or label-file error, and only prints the figures.
@@ -111,7 +113,7 @@ pub fn run(args: &Args) -> Result<()> {
     if let Err(e) = &corpus {
         eprintln!("xtask: error: {e:#}");
     }
-    step("accuracy --corpus", corpus.is_ok(), t);
+    steps.step("accuracy --corpus", corpus.is_ok(), t);
 
     let t = Instant::now();
     // With its tarball: the bundle-only end-to-end test starts from the unpacked archive.
@@ -119,7 +121,7 @@ pub fn run(args: &Args) -> Result<()> {
         debug: true,
         no_archive: false,
     });
-    step("cargo xtask dist", bundle.is_ok(), t);
+    steps.step("cargo xtask dist", bundle.is_ok(), t);
     let bundle_dir = match &bundle {
         Ok(dir) => dir.display().to_string(),
         Err(e) => {
@@ -129,6 +131,8 @@ pub fn run(args: &Args) -> Result<()> {
     };
 
     let t = Instant::now();
+    let default_record = std::env::temp_dir().join("npu-patcher-matrix-default.json");
+    let _ = std::fs::remove_file(&default_record);
     let mut pytest: Vec<String> = vec!["-m".into(), "pytest".into(), "tests".into(), "-q".into()];
     pytest.extend(args.pytest_args.iter().cloned());
     let ok = duct::cmd(&python, &pytest)
@@ -139,17 +143,70 @@ pub fn run(args: &Args) -> Result<()> {
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_BUNDLE", &bundle_dir)
         .env("NPU_PATCHER_TARGET", root.join("target"))
+        .env("NPU_PATCHER_MATRIX_RESULTS", &default_record)
         .unchecked()
         .run()?
         .status
         .success();
-    step("pytest", ok, t);
+    steps.step("pytest", ok, t);
+    crate::matrix::record_default(&python, &path, &default_record, cargo_test_ok);
 
-    if failed.is_empty() {
+    if !args.no_matrix {
+        let versions: Vec<String> = if args.torch.is_empty() {
+            crate::venv::MATRIX
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect()
+        } else {
+            args.torch.clone()
+        };
+        let env = crate::matrix::Env {
+            cargo: &cargo,
+            wheels: &wheels,
+            path_tail: std::env::var_os("PATH"),
+        };
+        crate::matrix::run(&versions, &env, &mut |s: crate::matrix::Step| {
+            steps.record(s.name, s.ok, s.secs);
+        });
+    }
+    let t = Instant::now();
+    let tables = crate::support_table::run(&crate::support_table::Args { check: true });
+    if let Err(e) = &tables {
+        eprintln!("xtask: error: {e:#}");
+    }
+    steps.step("support-table --check", tables.is_ok(), t);
+
+    eprintln!(
+        "xtask: total {:.1} min",
+        total.elapsed().as_secs_f64() / 60.0
+    );
+    if steps.failed.is_empty() {
         eprintln!("xtask: all checks passed");
         Ok(())
     } else {
-        bail!("failed: {}", failed.join(", "))
+        bail!("failed: {}", steps.failed.join(", "))
+    }
+}
+
+/// The named steps of one run: each is printed with its time as it ends.
+#[derive(Default)]
+struct Steps {
+    failed: Vec<String>,
+}
+
+impl Steps {
+    fn step(&mut self, name: &str, ok: bool, started: Instant) {
+        self.record(name.to_owned(), ok, started.elapsed().as_secs_f64());
+    }
+
+    fn record(&mut self, name: String, ok: bool, secs: f64) {
+        eprintln!(
+            "xtask: {name}: {} ({secs:.1}s)",
+            if ok { "ok" } else { "FAILED" }
+        );
+        if !ok {
+            self.failed.push(name);
+        }
     }
 }
 

@@ -1,4 +1,4 @@
-"""An emulated Ascend ``npu`` device for CPU-only PyTorch (torch >= 2.10).
+"""An emulated Ascend ``npu`` device for CPU-only PyTorch (torch 2.1 to 2.14; a small C++ extension below 2.10).
 
 ``install()`` renames torch's PrivateUse1 backend to ``npu`` and registers a ``torch.npu`` module, so that
 ``torch.device("npu:0")``, ``tensor.to("npu")``, ``model.to("npu")`` and ``torch.randn(..., device="npu")``

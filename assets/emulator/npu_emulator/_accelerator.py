@@ -64,8 +64,14 @@ REPLACEMENTS = {
 
 
 def install() -> None:
-    """Replace the ``torch.accelerator`` functions that a Python backend cannot serve (for this process)."""
+    """Replace the ``torch.accelerator`` functions that a Python backend cannot serve (for this process).
+
+    Nothing to do on torch < 2.6, which has no ``torch.accelerator``.
+    """
+    accelerator = getattr(torch, "accelerator", None)
+    if accelerator is None:
+        return
     for name, replacement in REPLACEMENTS.items():
-        if hasattr(torch.accelerator, name):
+        if hasattr(accelerator, name):
             replacement.__doc__ = f"torch.accelerator.{name} for the emulated npu device (see npu_emulator)."
-            setattr(torch.accelerator, name, replacement)
+            setattr(accelerator, name, replacement)

@@ -87,9 +87,17 @@ def _cast(value: Any, dtype: torch.dtype) -> Any:
     return value
 
 
+def _autocast_dtype() -> torch.dtype:
+    """The npu autocast dtype: torch.get_autocast_dtype (torch >= 2.4), else the backend module's."""
+    generic = getattr(torch, "get_autocast_dtype", None)
+    if generic is not None:
+        return generic("npu")
+    return torch.npu.get_autocast_dtype()  # type: ignore[attr-defined]
+
+
 def _kernel(op: Any, lower: bool) -> Any:
     def kernel(*args: Any, **kwargs: Any) -> Any:
-        dtype = torch.get_autocast_dtype("npu") if lower else torch.float32
+        dtype = _autocast_dtype() if lower else torch.float32
         with torch._C._ExcludeDispatchKeyGuard(_EXCLUDE):
             return op(*_cast(args, dtype), **{k: _cast(v, dtype) for k, v in kwargs.items()})
 
@@ -98,7 +106,10 @@ def _kernel(op: Any, lower: bool) -> Any:
 
 def register(lib: torch.library.Library, global_lib: torch.library.Library) -> None:
     """Register the fallthrough and the casting kernels on AutocastPrivateUse1."""
-    global_lib.fallback(torch.library.fallthrough_kernel, dispatch_key="AutocastPrivateUse1")
+    if hasattr(global_lib, "fallback"):
+        global_lib.fallback(torch.library.fallthrough_kernel, dispatch_key="AutocastPrivateUse1")
+    else:  # torch < 2.3: no Library.fallback; its dispatcher module registers the same fallthrough
+        global_lib.m.fallback_fallthrough("AutocastPrivateUse1")
     for names, lower in ((LOWER_PRECISION, True), (FLOAT32, False)):
         for name in names:
             packet = getattr(torch.ops.aten, name, None)

@@ -290,7 +290,11 @@ class autocast(torch.amp.autocast):
         super().__init__("npu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
 
 
-class GradScaler(torch.amp.GradScaler):
+# torch.amp.GradScaler (any device type) is torch >= 2.3; before, only CUDA's exists.
+_AMP_GRAD_SCALER: Any = getattr(torch.amp, "GradScaler", None)
+
+
+class GradScaler(_AMP_GRAD_SCALER or object):  # type: ignore[misc]
     """``torch.npu.amp.GradScaler``: ``torch.amp.GradScaler("npu", ...)``."""
 
     def __init__(
@@ -302,6 +306,14 @@ class GradScaler(torch.amp.GradScaler):
         dynamic: bool = True,
         enabled: bool = True,
     ) -> None:
+        if _AMP_GRAD_SCALER is None:
+            raise EmulatedNPUError(
+                emulated_message(
+                    "GradScaler is not emulated on this torch",
+                    f"torch {torch.__version__} has no device-generic torch.amp.GradScaler (torch >= 2.3)",
+                    "the emulator builds torch.npu.amp.GradScaler on torch.amp.GradScaler",
+                )
+            )
         # torch_npu's `dynamic=False` keeps a static loss scale (npu/amp/grad_scaler.py): no growth, no backoff.
         if not dynamic:
             raise EmulatedNPUError(
@@ -316,12 +328,35 @@ class GradScaler(torch.amp.GradScaler):
 
 def custom_fwd(fwd: Any = None, *, cast_inputs: torch.dtype | None = None) -> Any:
     """``torch.npu.amp.custom_fwd``: ``torch.amp.custom_fwd(..., device_type="npu")``."""
+    if not _DEVICE_GENERIC_CUSTOM_FWD:
+        return _custom_fwd_before_2_4(fwd, cast_inputs)
     return torch.amp.custom_fwd(fwd, device_type="npu", cast_inputs=cast_inputs)
 
 
 def custom_bwd(bwd: Any) -> Any:
     """``torch.npu.amp.custom_bwd``: ``torch.amp.custom_bwd(..., device_type="npu")``."""
+    if not _DEVICE_GENERIC_CUSTOM_FWD:
+        return bwd
     return torch.amp.custom_bwd(bwd, device_type="npu")
+
+
+# torch.amp.custom_fwd/custom_bwd with device_type are torch >= 2.4.
+_DEVICE_GENERIC_CUSTOM_FWD = hasattr(torch.amp, "custom_fwd")
+
+
+def _custom_fwd_before_2_4(fwd: Any, cast_inputs: torch.dtype | None) -> Any:
+    """Without torch.amp.custom_fwd: the function unchanged; ``cast_inputs`` is not emulated there."""
+    if cast_inputs is not None:
+        raise EmulatedNPUError(
+            emulated_message(
+                "custom_fwd(cast_inputs=...) is not emulated on this torch",
+                f"torch {torch.__version__} has no device-generic torch.amp.custom_fwd (torch >= 2.4)",
+                "the emulator builds torch.npu.amp.custom_fwd on torch.amp.custom_fwd",
+            )
+        )
+    if fwd is None:
+        return lambda function: function
+    return fwd
 
 
 amp.autocast = autocast  # type: ignore[attr-defined]
@@ -346,6 +381,15 @@ npu.reset_max_memory_allocated = reset_peak_memory_stats  # type: ignore[attr-de
 npu._initialized = True  # type: ignore[attr-defined]
 npu.amp = amp  # type: ignore[attr-defined]
 npu.config = config  # type: ignore[attr-defined]
+
+
+def is_current_stream_capturing() -> bool:
+    """False: graph capture is not emulated. torch_npu has it (npu/graphs.py), and torch's optimizers ask
+    ``torch.cuda.is_current_stream_capturing()``, which transfer_to_npu points here."""
+    return False
+
+
+npu.is_current_stream_capturing = is_current_stream_capturing  # type: ignore[attr-defined]
 
 
 def register_modules() -> None:

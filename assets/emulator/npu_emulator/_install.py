@@ -74,6 +74,11 @@ def _pin_memory(tensor: torch.Tensor, device: torch.device | None = None) -> tor
     return tensor.clone()
 
 
+def _is_pinned(tensor: torch.Tensor, device: torch.device | None = None) -> bool:
+    del tensor, device
+    return False
+
+
 def _sdpa(
     query: torch.Tensor,
     key: torch.Tensor,
@@ -89,8 +94,10 @@ def _sdpa(
         # As SDPA's own entry point does before its math kernel: True = keep becomes 0, False becomes -inf.
         float_mask = torch.zeros_like(attn_mask, dtype=query.dtype)
         attn_mask = float_mask.masked_fill_(attn_mask.logical_not(), float("-inf"))
+    # enable_gqa is in SDPA's schema from torch 2.5 on; before, torch never passes it.
+    extra = {"enable_gqa": enable_gqa} if enable_gqa else {}
     out = torch.ops.aten._scaled_dot_product_attention_math(
-        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, enable_gqa=enable_gqa
+        query, key, value, attn_mask, dropout_p, is_causal, scale=scale, **extra
     )
     return out[0]
 
@@ -98,36 +105,48 @@ def _sdpa(
 def install() -> None:
     """Register the emulated ``npu`` device type and the ``torch.npu`` module (idempotent).
 
-    Raises :class:`EmulatedNPUError` when torch is too old for Python backends or when another backend already
-    owns PrivateUse1 (e.g. the real ``torch_npu`` was imported).
+    torch >= 2.10 registers the device guard and hooks from Python; older torch gets them from the small C++
+    extension of :mod:`npu_emulator._native` (built on first use). Raises :class:`EmulatedNPUError` when that
+    extension cannot be built (naming what is missing) or when another backend already owns PrivateUse1 (e.g.
+    the real ``torch_npu`` was imported).
     """
     if _state["installed"]:
         return
-    setup = getattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend", None)
-    if setup is None:
-        detail = f"torch {torch.__version__} lacks Python PrivateUse1 backends"
-        raise EmulatedNPUError(emulated_message("cannot install", detail, "the emulator needs torch >= 2.10"))
     owner = torch._C._get_privateuse1_backend_name()
     if owner != "privateuseone":
         detail = f"PrivateUse1 is already registered as {owner!r} (the real torch_npu, or another backend)"
         raise EmulatedNPUError(emulated_message("cannot install", detail, "torch allows one rename per process"))
 
-    setup(rename="npu", backend_module=_backend.npu)
+    setup = getattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend", None)
+    if setup is not None:
+        setup(rename="npu", backend_module=_backend.npu)
+        _state["backend"] = "python"
+    else:
+        _register_native()
+        _state["backend"] = "c++ extension"
     _tensor.DEVICE = torch.device("npu", 0)
     _backend.register_modules()
 
     lib = torch.library.Library("aten", "IMPL")
-    lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
-    lib.impl("empty_strided", _empty_strided, "PrivateUse1")
-    lib.impl("tril_indices", _indices_factory(torch.ops.aten.tril_indices.default), "PrivateUse1")
-    lib.impl("triu_indices", _indices_factory(torch.ops.aten.triu_indices.default), "PrivateUse1")
+    own = _state.get("kernel_wrapper", _as_is)
+    lib.impl("empty.memory_format", own(_empty_memory_format), "PrivateUse1")
+    lib.impl("empty_strided", own(_empty_strided), "PrivateUse1")
+    lib.impl("tril_indices", own(_indices_factory(torch.ops.aten.tril_indices.default)), "PrivateUse1")
+    lib.impl("triu_indices", own(_indices_factory(torch.ops.aten.triu_indices.default)), "PrivateUse1")
     for name in _BYPASSING_PYTHON_KEY:
-        lib.impl(name, _via_dispatch(getattr(torch.ops.aten, name).default), "PrivateUse1")
+        lib.impl(name, own(_via_dispatch(getattr(torch.ops.aten, name).default)), "PrivateUse1")
     lib.impl("scaled_dot_product_attention", _sdpa, "AutogradPrivateUse1")
     with warnings.catch_warnings():
         # Replaces torch's CPU kernel, which would ask the npu hooks for a pinned allocator they cannot give.
         warnings.simplefilter("ignore")
         lib.impl("_pin_memory", _pin_memory, "CPU")
+        if _state["backend"] != "python":
+            # torch < 2.10 picks the kernels of is_pinned/_pin_memory by their device argument (CUDA when it is
+            # None), and CUDA's initialise CUDA, which fails on a machine without a driver. Host memory is never
+            # pinned here (pinning is a copy), for either device argument.
+            for key in ("CUDA", "PrivateUse1"):
+                lib.impl("is_pinned", _is_pinned, key)
+                lib.impl("_pin_memory", _pin_memory, key)
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _accelerator.install()
@@ -137,6 +156,74 @@ def install() -> None:
     _state["single_threaded_autograd"] = _settle_autograd_engine()
 
 
+def backend() -> str | None:
+    """How the device is registered: ``"python"`` (torch >= 2.10), ``"c++ extension"``, or None before install."""
+    return _state.get("backend")
+
+
+# c10::ScalarType numbers of the autocast dtypes (c10/core/ScalarType.h).
+_SCALAR_TYPES = {torch.float16: 5, torch.float32: 6, torch.float64: 7, torch.bfloat16: 15}
+
+
+def _as_is(kernel: Any) -> Any:
+    return kernel
+
+
+def _non_hermetic(native: Any) -> Any:
+    """Kernels run with torch's hermetic-PyObject mode off (torch < 2.3 forces it on; see npu_device.cpp).
+
+    The mode stays off until the kernel's caller in torch puts its own saved state back: the result's Python
+    object is released there, and only outside hermetic mode does the tensor keep it (else it dangles).
+    """
+
+    def wrap(kernel: Any) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            native.set_hermetic(False)
+            return kernel(*args, **kwargs)
+
+        return run
+
+    return wrap
+
+
+def _register_native() -> None:
+    """What ``_setup_privateuseone_for_python_backend`` does on torch >= 2.10, with the guard and hooks in C++."""
+    from npu_emulator import _native
+
+    native = _native.load()
+    _state["kernel_wrapper"] = _non_hermetic(native)
+    native.set_device_count(_backend.device_count())
+    native.register_hooks()
+    torch.utils.rename_privateuse1_backend("npu")
+    torch.utils.generate_methods_for_privateuse1_backend()
+    if hasattr(native, "set_autocast_enabled"):
+        # torch < 2.4: torch.autocast("npu") reads and writes the autocast state through the backend module.
+        dtypes = {number: dtype for dtype, number in _SCALAR_TYPES.items()}
+        module = _backend.npu
+        module.is_autocast_enabled = native.autocast_enabled  # type: ignore[attr-defined]
+        module.set_autocast_enabled = native.set_autocast_enabled  # type: ignore[attr-defined]
+        module.get_autocast_dtype = lambda: dtypes[native.autocast_dtype()]  # type: ignore[attr-defined]
+        module.set_autocast_dtype = lambda dtype: native.set_autocast_dtype(_SCALAR_TYPES[dtype])  # type: ignore[attr-defined]
+    torch._register_device_module("npu", _backend.npu)
+    _checkpoint_device_type()
+
+
+def _checkpoint_device_type() -> None:
+    """Let torch.utils.checkpoint restore the npu RNG state on torch releases that infer its device from it.
+
+    Before ``set_device_states`` took a ``device_type`` (torch < 2.2), it inferred the device from the saved
+    states, which are CPU tensors, and so always fell back to ``DefaultDeviceType`` ("cuda"). With no CUDA in
+    this process, that default becomes the emulated device.
+    """
+    import inspect
+
+    from torch.utils import checkpoint
+
+    takes_device = "device_type" in inspect.signature(checkpoint.set_device_states).parameters
+    if not takes_device and not torch.cuda.is_available():
+        checkpoint.DefaultDeviceType.set_device_type("npu")
+
+
 def _enable_foreach() -> None:
     """Let optimizers and clip_grad_norm_ take their multi-tensor (foreach) paths for device tensors.
 
@@ -144,8 +231,8 @@ def _enable_foreach() -> None:
     tensors, so the default there is foreach (NPU-FACTS.md, "Optimizers": stock AdamW is multi-tensor).
     """
     for name in ("torch.optim.optimizer", "torch.utils._foreach_utils"):
-        supported = importlib.import_module(name)._foreach_supported_types
-        if NPUTensor not in supported:
+        supported = getattr(importlib.import_module(name), "_foreach_supported_types", None)
+        if supported is not None and NPUTensor not in supported:
             supported.append(NPUTensor)
 
 

@@ -24,8 +24,10 @@ aten = torch.ops.aten
 # Set by install(): the device type "npu" exists only after PrivateUse1 was renamed.
 DEVICE = torch.device("cpu")
 
+# torch.Tensor's C base class (torch._C._TensorBase before torch 2.2).
+TensorBase: Any = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
 # The C method; a runtime patch replaces torch.Tensor.numpy, never the base class's.
-_ORIGINAL_NUMPY = torch._C.TensorBase.numpy
+_ORIGINAL_NUMPY = TensorBase.numpy
 _NUMPY_MESSAGE = (
     "can't convert npu:0 device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
 )
@@ -132,7 +134,7 @@ class NPUTensor(torch.Tensor):
 
     @property
     def data(self) -> torch.Tensor:
-        return torch._C.TensorBase.data.__get__(self)
+        return TensorBase.data.__get__(self)
 
     @data.setter
     def data(self, value: torch.Tensor) -> None:
@@ -142,7 +144,7 @@ class NPUTensor(torch.Tensor):
                 "not supported by the emulator", detail, "the emulator keeps npu tensors on the npu device"
             )
             raise EmulatedNPUError(msg)
-        torch._C.TensorBase.data.__set__(self, value)
+        TensorBase.data.__set__(self, value)
         self.elem = value.elem
 
     def tolist(self) -> Any:
@@ -281,7 +283,7 @@ def _resync(wrapper: NPUTensor) -> None:
         return
     replacement = NPUTensor(elem)
     with torch.no_grad():
-        torch._C.TensorBase.data.__set__(wrapper, replacement)
+        TensorBase.data.__set__(wrapper, replacement)
     wrapper.elem = elem
 
 

@@ -5,6 +5,7 @@ matmul with backward on every visible device, bf16, and the runtime patches' sel
 ASCEND_RT_VISIBLE_DEVICES is checked on the Rust side against the device count reported here.
 """
 
+import json
 import os
 import sys
 import time
@@ -27,6 +28,59 @@ def base_version(version):
             break
         parts.append(digits)
     return ".".join(parts)
+
+
+RELEASES_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "torch_npu_releases.json")
+
+
+def paired_torch_versions(path=RELEASES_FILE):
+    """The torch base versions some torch_npu release pairs with (from torch_npu_releases.json), or None."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            releases = json.load(handle)["releases"]
+        return sorted({base_version(str(v)) for v in releases} - {""}, key=_version_key)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _version_key(version):
+    return [int(part) for part in version.split(".")]
+
+
+def check_pair(torch_version, npu_version, results):
+    """runtime.versions: torch and torch_npu share a base version, and some torch_npu release pairs with it."""
+    torch_base, npu_base = base_version(torch_version), base_version(str(npu_version))
+    paired = paired_torch_versions()
+    data = {"torch": torch_version, "torch_npu": str(npu_version), "torch_base": torch_base,
+            "torch_npu_base": npu_base}
+    if paired is not None:
+        data["torch_has_torch_npu_release"] = torch_base in paired
+    if not npu_base or npu_base != torch_base:
+        results.check(
+            "runtime.versions",
+            FAIL,
+            "torch_npu {} does not pair with torch {} (base versions {} and {})".format(
+                npu_version, torch_version, npu_base or "?", torch_base),
+            "install torch_npu {}.postN for this torch, or the torch {} that this torch_npu was built for "
+            "(NPU-FACTS.md: torch_npu's X.Y.Z must equal torch's)".format(torch_base, npu_base or "?"),
+            data=data,
+        )
+    elif paired is not None and torch_base not in paired:
+        results.check(
+            "runtime.versions",
+            FAIL,
+            "torch {} has no torch_npu release (torch_npu pairs with torch {}); torch {} with torch_npu {}".format(
+                torch_base, ", ".join(paired), torch_version, npu_version),
+            "install a torch that a torch_npu release pairs with (e.g. torch=={} with torch_npu=={}.postN), as on "
+            "the NPU machine".format(paired[-1], paired[-1]),
+            data=data,
+        )
+    else:
+        results.check(
+            "runtime.versions", PASS, "torch {} and torch_npu {} share base version {}".format(
+                torch_version, npu_version, torch_base),
+            data=data,
+        )
 
 
 def run(request, results, setup_torch):
@@ -59,21 +113,7 @@ def run(request, results, setup_torch):
         "torch_npu {} imported{}".format(npu_version, " (the emulator's stand-in)" if emulated else ""),
     )
 
-    torch_base, npu_base = base_version(torch.__version__), base_version(str(npu_version))
-    if npu_base and npu_base == torch_base:
-        results.check(
-            "runtime.versions", PASS, "torch {} and torch_npu {} share base version {}".format(
-                torch.__version__, npu_version, torch_base)
-        )
-    else:
-        results.check(
-            "runtime.versions",
-            FAIL,
-            "torch_npu {} does not pair with torch {} (base versions {} and {})".format(
-                npu_version, torch.__version__, npu_base or "?", torch_base),
-            "install torch_npu {}.postN for this torch, or the torch {} that this torch_npu was built for "
-            "(NPU-FACTS.md: torch_npu's X.Y.Z must equal torch's)".format(torch_base, npu_base or "?"),
-        )
+    check_pair(torch.__version__, npu_version, results)
 
     check_cann_env(results, emulated)
 

@@ -34,7 +34,14 @@ def _batch(device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torc
     return tokens.to(device), pad.to(device), target.to(device)
 
 
+# torch < 2.3 has no tensor swap: Module.to() replaces the Parameter objects of wrapper tensors (emulator README).
+SWAPS_PARAMETERS = hasattr(torch.utils, "swap_tensors")
+NO_SWAP = f"torch {torch.__version__} has no torch.utils.swap_tensors (torch >= 2.3): Module.to('npu') makes new Parameters"
+
+
 def _train(model: nn.Module, device: torch.device | str, steps: int) -> list[float]:
+    if not SWAPS_PARAMETERS:
+        model.to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     model.to(device)  # after building the optimizer, as much training code does
     tokens, pad, target = _batch(device)
@@ -48,6 +55,7 @@ def _train(model: nn.Module, device: torch.device | str, steps: int) -> list[flo
     return losses
 
 
+@pytest.mark.skipif(not SWAPS_PARAMETERS, reason=NO_SWAP)
 def test_module_to_keeps_parameter_identity(npu: torch.device) -> None:
     model = nn.Linear(4, 3)
     weight = model.weight
@@ -107,14 +115,36 @@ def test_autocast_on_device(npu: torch.device) -> None:
     assert probs.dtype == torch.float32
     assert summed.dtype == torch.float32
     assert torch.allclose(out.float().cpu(), model(x).cpu(), atol=5e-2)
-    with torch.npu.amp.autocast(dtype=torch.float16):
-        assert model(x).dtype == torch.float16
+    with torch.npu.amp.autocast(dtype=torch.bfloat16):
+        assert model(x).dtype == torch.bfloat16
     assert model(x).dtype == torch.float32
     # CPU code inside an npu autocast region is untouched.
     with torch.autocast("npu", dtype=torch.bfloat16):
         assert (torch.ones(2, 2) @ torch.ones(2, 2)).dtype == torch.float32
 
 
+def _cpu_half_matmul() -> bool:
+    try:
+        torch.ones(2, 2, dtype=torch.float16) @ torch.ones(2, 2, dtype=torch.float16)
+    except RuntimeError:
+        return False
+    return True
+
+
+@pytest.mark.skipif(
+    not _cpu_half_matmul(), reason=f"CPU torch {torch.__version__} has no float16 matmul kernel (the emulator computes on CPU)"
+)
+def test_float16_autocast_on_device(npu: torch.device) -> None:
+    model = nn.Linear(8, 4).to(npu)
+    x = torch.randn(3, 8, device=npu)
+    with torch.npu.amp.autocast(dtype=torch.float16):
+        assert model(x).dtype == torch.float16
+    assert model(x).dtype == torch.float32
+
+
+@pytest.mark.skipif(
+    not hasattr(torch.amp, "GradScaler"), reason=f"torch {torch.__version__} has no torch.amp.GradScaler (torch >= 2.3)"
+)
 def test_grad_scaler_steps(npu: torch.device) -> None:
     model = nn.Linear(4, 1).to(npu)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -155,3 +185,12 @@ def test_optimizers_default_to_foreach_on_the_device(npu: torch.device) -> None:
     assert _default_to_fused_or_foreach(device_params, differentiable=False) == (False, True)
     cpu_params = list(nn.Linear(2, 2).parameters())
     assert _default_to_fused_or_foreach(cpu_params, differentiable=False) == (False, False)
+
+
+@pytest.mark.skipif(hasattr(torch.amp, "GradScaler"), reason="torch.amp.GradScaler exists: the scaler is emulated")
+def test_grad_scaler_says_it_is_not_emulated_without_torch_amp_grad_scaler(npu: torch.device) -> None:
+    import npu_emulator
+
+    del npu
+    with pytest.raises(npu_emulator.EmulatedNPUError, match="no device-generic torch.amp.GradScaler"):
+        torch.npu.amp.GradScaler()

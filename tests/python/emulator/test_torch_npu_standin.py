@@ -321,7 +321,7 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         try:
             torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:9")
         except Exception as error:  # the backend name was remapped before torch rejected it
-            assert "hccl" in str(error), error
+            assert "hccl" in str(error).lower(), error  # torch 2.1: "Unknown c10d backend type HCCL"
         else:
             raise AssertionError("init_process_group should fail without HCCL")
         print("remapped", len(checks))

@@ -95,7 +95,8 @@ out["slot_with_safe"] = torch.tensor([t, t]).tolist()
 out["as_tensor_with_safe"] = torch.as_tensor([t, t]).tolist()
 p.remove()
 out["getitem_in_dict_after"] = "__getitem__" in torch.Tensor.__dict__
-out["getitem_is_original"] = torch.Tensor.__getitem__ is torch._C.TensorBase.__getitem__
+base = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase  # torch < 2.2: _TensorBase
+out["getitem_is_original"] = torch.Tensor.__getitem__ is base.__getitem__
 out["after_remove"] = attempt(lambda: torch.tensor([t, t]).tolist())
 out["report"] = [r.reason for r in p.report() if r.name == "TensorIndexDevice"][0]
 print(json.dumps(out))

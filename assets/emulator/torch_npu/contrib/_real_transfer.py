@@ -148,10 +148,18 @@ class _Unsupported:
 
 def prepare(root: Path) -> None:
     """Add the torch_npu internals that ``transfer_to_npu._init`` touches (``root``: the wheel to run)."""
+    import importlib
+
     import torch.distributed
-    import torch.distributed.device_mesh
-    import torch.distributed.fsdp
     import torch.profiler
+
+    # Submodules that transfer_to_npu reaches as attributes, where this torch has them (torch 2.1 has no
+    # torch.distributed.device_mesh; torch 2.6 imports torch.distributed.checkpoint only when asked).
+    for name in ("torch.distributed.device_mesh", "torch.distributed.fsdp", "torch.distributed.checkpoint.filesystem"):
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
 
     import torch_npu
     from npu_emulator import _backend
