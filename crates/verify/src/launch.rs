@@ -173,7 +173,11 @@ pub fn processes_in_words(words: &[String]) -> Option<u32> {
             continue;
         }
         let value = value.or_else(|| iter.peek().map(|w| (*w).clone()))?;
-        return value.trim_matches(['"', '\'']).parse().ok().filter(|n| *n >= 1);
+        return value
+            .trim_matches(['"', '\''])
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1);
     }
     None
 }

@@ -46,10 +46,7 @@ pub(crate) fn collect(base: &Path, count: u32, outcome: &mut Outcome) {
     let mut first: Option<Outcome> = None;
     for rank in 0..count {
         let mut one = empty(&mode);
-        crate::harness::read_results(
-            &rank_path(base, &mode, "results", "jsonl", rank),
-            &mut one,
-        );
+        crate::harness::read_results(&rank_path(base, &mode, "results", "jsonl", rank), &mut one);
         let tail = crate::harness::tail(&rank_path(base, &mode, "output", "log", rank), 30, 4000);
         ranks.push(RankOutcome {
             rank,
@@ -150,7 +147,7 @@ fn devices(fact: &Value, key: &str) -> Vec<String> {
 /// The `MODE.ranks` check of a distributed run of `expected` processes (one machine).
 pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32) -> Check {
     let name = format!("{mode}.ranks");
-    let mut problems: Vec<String> = Vec::new();
+    let mut problems = Problems::default();
     let mut remedies: Vec<&str> = Vec::new();
     let mut rows = Vec::new();
     let mut digests: BTreeMap<String, Vec<u32>> = BTreeMap::new();
@@ -161,11 +158,8 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         let mut row = json!({"rank": rank.rank, "started": rank.started, "finished": rank.done});
         let Some(fact) = &rank.fact else {
             if !rank.done {
-                let last = rank.tail.lines().last().unwrap_or("it printed nothing");
-                problems.push(format!(
-                    "rank {} did not finish (last output: {last})",
-                    rank.rank
-                ));
+                let last = last_line(&rank.tail);
+                problems.add(rank.rank, format!("did not finish (last output: {last})"));
                 row["last_output"] = rank.tail.clone().into();
             }
             rows.push(row);
@@ -195,16 +189,13 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             Some(b) => {
                 backends.insert(b.to_owned());
             }
-            None if expected > 1 => {
+            None if expected > 1 && requested.is_none_or(|r| !r.contains("nccl")) => {
                 let site = fact
                     .pointer("/init_calls/0/site")
                     .and_then(Value::as_str)
                     .map(|s| format!(" (init_process_group at {s} did not finish)"))
                     .unwrap_or_else(|| " (init_process_group was never called)".to_owned());
-                problems.push(format!(
-                    "rank {} ran without a process group{site}",
-                    rank.rank
-                ));
+                problems.add(rank.rank, format!("ran without a process group{site}"));
                 remedies.push(
                     "call torch.distributed.init_process_group(\"hccl\") when WORLD_SIZE > 1 and wrap the model \
                      in DDP or FSDP",
@@ -217,10 +208,12 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             fact.pointer("/init_calls/0/site").and_then(Value::as_str),
         ) && req.contains("nccl")
         {
-            problems.push(format!(
-                "rank {} asked init_process_group for {req:?} at {site}: there is no NCCL on Ascend",
-                rank.rank
-            ));
+            problems.add(
+                rank.rank,
+                format!(
+                    "asked init_process_group for {req:?} at {site}: there is no NCCL on Ascend"
+                ),
+            );
             remedies.push(
                 "use the hccl backend (`backend: hccl`), or import torch_npu.contrib.transfer_to_npu at the entry, \
                  which rewrites nccl to hccl (P_ENT, P_CFG)",
@@ -230,11 +223,15 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             && b != "hccl"
             && params.iter().any(|d| d.starts_with("npu"))
         {
-            problems.push(format!(
-                "rank {}'s process group runs {b:?} with its parameters on the NPU: collectives of NPU tensors need hccl",
-                rank.rank
-            ));
-            remedies.push("init_process_group(\"hccl\") (NPU-FACTS.md: the distributed backend is hccl)");
+            problems.add(
+                rank.rank,
+                format!(
+                    "the process group runs {b:?} with the parameters on the NPU: collectives of NPU tensors need hccl"
+                ),
+            );
+            remedies.push(
+                "init_process_group(\"hccl\") (NPU-FACTS.md: the distributed backend is hccl)",
+            );
         }
         for device in &params {
             by_device.entry(device.clone()).or_default().push(rank.rank);
@@ -250,9 +247,9 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         .map(|(d, r)| (d.clone(), r.clone()))
         .collect();
     for (device, on) in &shared {
-        problems.push(format!(
-            "ranks {} all keep their parameters on {device}: every rank of this machine uses the same card",
-            join(on)
+        problems.0.push((
+            format!("all keep their parameters on {device}: every rank of this machine uses the same card"),
+            on.clone(),
         ));
         remedies.push(
             "select the card from the local rank before building the model: torch.npu.set_device(local_rank) \
@@ -261,7 +258,10 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         );
     }
     let params_equal = (digests.len() == 1
-        && digests.values().next().is_some_and(|r| r.len() == ranks.len()))
+        && digests
+            .values()
+            .next()
+            .is_some_and(|r| r.len() == ranks.len()))
     .then_some(true)
     .or_else(|| (digests.len() > 1).then_some(false));
     if params_equal == Some(false) {
@@ -269,10 +269,13 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             .values()
             .map(|r| format!("ranks {}", join(r)))
             .collect();
-        problems.push(format!(
-            "the parameters differ between ranks after the last step ({} hold different values): the gradients \
-             were not all-reduced",
-            groups.join(" / ")
+        problems.0.push((
+            format!(
+                "the parameters differ between ranks after the last step ({} hold different values): the \
+                 gradients were not all-reduced",
+                groups.join(" / ")
+            ),
+            Vec::new(),
         ));
         remedies.push(
             "wrap the model in DistributedDataParallel (or FSDP) after init_process_group, and step the wrapped \
@@ -287,9 +290,10 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         "devices_distinct": shared.is_empty(),
         "params_equal": params_equal,
     });
-    if !problems.is_empty() {
-        remedies.dedup();
-        return Check::fail(&name, problems.join("; "), remedies.join("; ")).with_data(data);
+    if !problems.0.is_empty() {
+        let mut seen = BTreeSet::new();
+        remedies.retain(|r| seen.insert(*r));
+        return Check::fail(&name, problems.text(), remedies.join("; ")).with_data(data);
     }
     let reported = ranks.iter().filter(|r| r.fact.is_some()).count();
     if reported == 0 {
@@ -326,9 +330,44 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             Check::pass(&name, detail).with_data(data)
         }
         _ => {
-            detail.push_str("; no parameter digest to compare (no rank finished an optimizer step)");
+            detail
+                .push_str("; no parameter digest to compare (no rank finished an optimizer step)");
             Check::skip(&name, detail).with_data(data)
         }
+    }
+}
+
+/// The last line a rank printed before the stack dump it writes when it is stopped.
+fn last_line(tail: &str) -> &str {
+    tail.lines()
+        .take_while(|l| !l.starts_with("Current thread 0x") && !l.starts_with("Thread 0x"))
+        .filter(|l| !l.trim().is_empty())
+        .last()
+        .unwrap_or("it printed nothing")
+}
+
+/// Problems found, each with the ranks it was found on (none: about the ranks together).
+#[derive(Default)]
+struct Problems(Vec<(String, Vec<u32>)>);
+
+impl Problems {
+    fn add(&mut self, rank: u32, message: String) {
+        match self.0.iter_mut().find(|(m, _)| *m == message) {
+            Some((_, ranks)) => ranks.push(rank),
+            None => self.0.push((message, vec![rank])),
+        }
+    }
+
+    fn text(&self) -> String {
+        self.0
+            .iter()
+            .map(|(message, ranks)| match ranks.as_slice() {
+                [] => message.clone(),
+                [one] => format!("rank {one} {message}"),
+                many => format!("ranks {} {message}", join(many)),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
     }
 }
 
@@ -393,7 +432,13 @@ mod tests {
             1,
         );
         assert_eq!(check.status, Status::Fail);
-        assert!(check.detail.contains("ranks 0, 1 all keep their parameters on npu:0"), "{}", check.detail);
+        assert!(
+            check
+                .detail
+                .contains("ranks 0, 1 all keep their parameters on npu:0"),
+            "{}",
+            check.detail
+        );
         assert!(check.detail.contains("not all-reduced"), "{}", check.detail);
         assert!(check.remedy.unwrap().contains("set_device(local_rank)"));
     }
@@ -408,8 +453,21 @@ mod tests {
         nccl.fact.as_mut().unwrap()["requested_backend"] = "nccl".into();
         let check = ranks_check("pipeline", &[nccl, lost], 2, 1);
         assert_eq!(check.status, Status::Fail);
-        assert!(check.detail.contains("\"nccl\" at train.py:3"), "{}", check.detail);
-        assert!(check.detail.contains("rank 1 did not finish (last output: waiting in all_reduce)"), "{}", check.detail);
-        assert_eq!(check.data.unwrap()["ranks"][1]["last_output"], "step 1\nwaiting in all_reduce");
+        assert!(
+            check.detail.contains("\"nccl\" at train.py:3"),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check
+                .detail
+                .contains("rank 1 did not finish (last output: waiting in all_reduce)"),
+            "{}",
+            check.detail
+        );
+        assert_eq!(
+            check.data.unwrap()["ranks"][1]["last_output"],
+            "step 1\nwaiting in all_reduce"
+        );
     }
 }

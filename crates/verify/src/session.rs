@@ -58,7 +58,7 @@ impl Session<'_> {
                     env.push(("GLOO_SOCKET_IFNAME".into(), "lo".into()));
                 }
                 // A rank waiting for a peer fails with gloo's timeout before verify's own.
-                let collective = (self.args.timeout / 2).max(5);
+                let collective = (self.args.timeout / 3).max(5);
                 env.push((
                     "NPU_EMULATOR_COLLECTIVE_TIMEOUT".into(),
                     collective.to_string().into(),
