@@ -178,12 +178,10 @@ impl Session<'_> {
         }
         self.report.checks.extend(outcome.checks.iter().cloned());
         if let Some(count) = ranks {
-            self.report.checks.push(crate::ranks::ranks_check(
-                mode,
-                &outcome.ranks,
-                count,
-                self.args.nnodes,
-            ));
+            let mut check =
+                crate::ranks::ranks_check(mode, &outcome.ranks, count, self.args.nnodes);
+            check.emulated = self.args.emulate_npu;
+            self.report.checks.push(check);
         }
         if let Some(check) = outcome.failure_check(&self.interpreter, self.timeout()) {
             self.report.checks.push(check);
