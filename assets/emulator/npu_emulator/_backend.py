@@ -232,6 +232,11 @@ class Stream:
     def query(self) -> bool:
         return True
 
+    def record_event(self, event: Event | None = None) -> Event:
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
     def __enter__(self) -> Stream:
         return self
 

@@ -65,7 +65,13 @@ def _create(opts: Any, pg_options: Any) -> Any:
 
     timeout = _timeout(opts.timeout)
     gloo = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, timeout)
-    return _group_class()(opts.group_rank, opts.group_size, gloo, timeout)
+    group = _group_class()(opts.group_rank, opts.group_size, gloo, timeout)
+    # Collectives that go through torch's dispatcher (functional collectives of FSDP and DTensor) reach
+    # gloo with the host tensors the device tensors unwrap to; the group's name lives on its backend.
+    gloo_type = dist.ProcessGroup.BackendType.GLOO
+    group._register_backend(torch.device("cpu"), gloo_type, gloo)
+    group._set_default_backend(gloo_type)
+    return group
 
 
 _CLASSES: dict[str, type] = {}

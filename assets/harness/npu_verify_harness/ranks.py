@@ -4,7 +4,8 @@ across ranks.
 Each rank records the backend its program asked ``init_process_group`` for (after ``transfer_to_npu`` rewrote
 it, as torch received it) and the one the process group runs, the device of its parameters and of the tensors
 its model was called with, and a digest of its parameters after the last step: after a data-parallel step the
-all-reduced gradients make every rank's parameters equal.
+all-reduced gradients make every rank's parameters equal. Sharded parameters (FSDP) differ between ranks by design
+and are counted, not digested.
 """
 
 import hashlib
@@ -103,24 +104,34 @@ class DistWatch:
         optimizer = self.observer.optimizer
         if optimizer is not None:
             try:
-                value["params_digest"], value["params_count"] = digest(torch, optimizer)
+                value["params_digest"], value["params_count"], value["params_sharded"] = digest(torch, optimizer)
             except Exception as exc:
                 value["params_digest_error"] = "{}: {}".format(type(exc).__name__, exc)
         return value
 
 
+def sharded(p):
+    """A parameter each rank holds only a shard of (FSDP's DTensor or flat parameter)."""
+    return hasattr(p, "_local_tensor") or getattr(p, "_is_flat_param", False) or type(p).__name__ in (
+        "DTensor", "FlatParameter")
+
+
 def digest(torch, optimizer):
-    """(sha256 of every parameter's bytes in order, number of parameters)."""
+    """(sha256 of every replicated parameter's bytes in order, or None when there is none; the number of
+    replicated parameters; the number of sharded ones, which differ between ranks by design)."""
     sha = hashlib.sha256()
-    count = 0
+    count = shards = 0
     with torch.no_grad():
         for group in optimizer.param_groups:
             for p in group["params"]:
+                if sharded(p):
+                    shards += 1
+                    continue
                 host = p.detach().to("cpu").contiguous().reshape(-1)
                 sha.update(str(host.dtype).encode())
                 sha.update(host.view(torch.uint8).numpy().tobytes())
                 count += 1
-    return sha.hexdigest(), count
+    return (sha.hexdigest() if count else None), count, shards
 
 
 def _int(text):

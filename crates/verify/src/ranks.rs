@@ -296,6 +296,11 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         return Check::fail(&name, problems.text(), remedies.join("; ")).with_data(data);
     }
     let reported = ranks.iter().filter(|r| r.fact.is_some()).count();
+    let sharded = ranks
+        .iter()
+        .filter_map(|r| r.fact.as_ref()?.get("params_sharded")?.as_u64())
+        .max()
+        .unwrap_or(0);
     if reported == 0 {
         return Check::skip(&name, "no rank reported (see the run's failure)").with_data(data);
     }
@@ -326,6 +331,14 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
                 detail,
                 "; parameters equal on every rank after {} steps (gradients all-reduced)",
                 steps_min.unwrap_or(0)
+            );
+            Check::pass(&name, detail).with_data(data)
+        }
+        _ if sharded > 0 && steps_min.is_some_and(|s| s > 0) => {
+            let _ = write!(
+                detail,
+                "; {sharded} parameters are sharded across the ranks (FSDP): each rank holds its own shard, so \
+                 their values were not compared"
             );
             Check::pass(&name, detail).with_data(data)
         }
@@ -441,6 +454,27 @@ mod tests {
         );
         assert!(check.detail.contains("not all-reduced"), "{}", check.detail);
         assert!(check.remedy.unwrap().contains("set_device(local_rank)"));
+    }
+
+    #[test]
+    fn sharded_parameters_are_not_compared() {
+        let mut ranks = [
+            rank(0, "npu:0", "a", Some("hccl")),
+            rank(1, "npu:1", "b", Some("hccl")),
+        ];
+        for r in &mut ranks {
+            let fact = r.fact.as_mut().unwrap();
+            fact["params_digest"] = Value::Null;
+            fact["params_sharded"] = 4.into();
+        }
+        let check = ranks_check("pipeline", &ranks, 2, 1);
+        assert_eq!(check.status, Status::Pass, "{}", check.detail);
+        assert!(
+            check.detail.contains("4 parameters are sharded"),
+            "{}",
+            check.detail
+        );
+        assert_eq!(check.data.unwrap()["params_equal"], Value::Null);
     }
 
     #[test]

@@ -171,3 +171,30 @@ def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
     assert done.returncode != 0
     assert time.monotonic() - started < 45
     assert "Timed out" in done.stderr or "timed out" in done.stderr.lower(), done.stderr[-3000:]
+
+
+def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
+    done = _torchrun(
+        tmp_path,
+        """
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("hccl")
+        torch.npu.set_device(rank)
+        mesh = init_device_mesh("npu", (2,))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to("npu")
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model(torch.randn(8, 4, device="npu")).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+        full = model[0].weight.full_tensor()
+        print(f"rank {rank} {mesh.device_type} {model[0].weight.to_local().device} {tuple(full.shape)}", flush=True)
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    assert lines == ["rank 0 npu npu:0 (8, 4)", "rank 1 npu npu:1 (8, 4)"], done.stdout
