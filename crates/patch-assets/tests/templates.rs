@@ -475,8 +475,7 @@ fn fake_torchrun(sb: &Sandbox) -> String {
         "#!/bin/sh\necho \"args=$* tee=${PET_TEE-} logdir=${PET_LOG_DIR-} cards=${NPU_EMULATOR_DEVICE_COUNT-}\"\n",
     )
     .unwrap();
-    use std::os::unix::fs::PermissionsExt as _;
-    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     format!(
         "{}:{}",
         bin.display(),

@@ -3,7 +3,7 @@
 //! them. The command itself is never changed.
 //!
 //! - The card list `ASCEND_RT_VISIBLE_DEVICES` must hold at least one card per process of the
-//!   node (`--nproc_per_node`): torch_npu gives each rank the card of its local rank, so fewer
+//!   node (`--nproc_per_node`): `torch_npu` gives each rank the card of its local rank, so fewer
 //!   cards than processes is an error before anything starts.
 //! - A multi-node command (`--nnodes` other than 1, `--master_addr`, `--rdzv_endpoint`,
 //!   `--node_rank`, accelerate's `--num_machines`, deepspeed's `--hostfile`) without
@@ -51,7 +51,10 @@ pub fn parse(command: &[OsString], project: &Path) -> Option<Launch> {
     if let Some(found) = parse_words(&words) {
         return Some(found);
     }
-    let script = words.iter().take(2).find(|w| w.ends_with(".sh"))?;
+    let script = words
+        .iter()
+        .take(2)
+        .find(|w| Path::new(w).extension().is_some_and(|e| e == "sh"))?;
     let path = Path::new(script);
     let path = if path.is_absolute() {
         path.to_owned()
@@ -124,7 +127,7 @@ fn flag_value(words: &[String], flags: &[&str]) -> Option<String> {
 }
 
 /// The cards `ASCEND_RT_VISIBLE_DEVICES` makes visible: the ids read before the first space or
-/// bad id (NPU-FACTS.md, "torch_npu basics").
+/// bad id (NPU-FACTS.md, "`torch_npu` basics").
 pub fn visible_cards(value: &str) -> Vec<u32> {
     let mut ids: Vec<u32> = Vec::new();
     for token in value.split(',') {

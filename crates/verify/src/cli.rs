@@ -78,9 +78,9 @@ pub struct Args {
     pub emulate_npu: bool,
 
     /// Run --pipeline under torchrun with N processes on this machine (one per card; with
-    /// --emulate-npu each rank gets its own emulated npu:LOCAL_RANK and hccl runs as gloo).
-    /// Default: the --nproc_per_node of a torchrun launch command or of the project's launch
-    /// script, else one process without torchrun.
+    /// --emulate-npu each rank gets the emulated card of its local rank, and hccl runs as
+    /// gloo). Default: the process count of a torchrun launch command after `--` (or of the
+    /// script it runs), else one process without torchrun.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
     pub nproc_per_node: Option<u32>,
 

@@ -193,8 +193,10 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
                 let site = fact
                     .pointer("/init_calls/0/site")
                     .and_then(Value::as_str)
-                    .map(|s| format!(" (init_process_group at {s} did not finish)"))
-                    .unwrap_or_else(|| " (init_process_group was never called)".to_owned());
+                    .map_or_else(
+                        || " (init_process_group was never called)".to_owned(),
+                        |s| format!(" (init_process_group at {s} did not finish)"),
+                    );
                 problems.add(rank.rank, format!("ran without a process group{site}"));
                 remedies.push(
                     "call torch.distributed.init_process_group(\"hccl\") when WORLD_SIZE > 1 and wrap the model \
@@ -296,7 +298,7 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
         return Check::fail(&name, problems.text(), remedies.join("; ")).with_data(data);
     }
     let reported = ranks.iter().filter(|r| r.fact.is_some()).count();
-    let sharded = ranks
+    let shard_count = ranks
         .iter()
         .filter_map(|r| r.fact.as_ref()?.get("params_sharded")?.as_u64())
         .max()
@@ -334,10 +336,10 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
             );
             Check::pass(&name, detail).with_data(data)
         }
-        _ if sharded > 0 && steps_min.is_some_and(|s| s > 0) => {
+        _ if shard_count > 0 && steps_min.is_some_and(|s| s > 0) => {
             let _ = write!(
                 detail,
-                "; {sharded} parameters are sharded across the ranks (FSDP): each rank holds its own shard, so \
+                "; {shard_count} parameters are sharded across the ranks (FSDP): each rank holds its own shard, so \
                  their values were not compared"
             );
             Check::pass(&name, detail).with_data(data)

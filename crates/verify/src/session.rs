@@ -50,20 +50,20 @@ impl Session<'_> {
             // emulator needs the npu device name for itself.
             env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
         }
-        if let Some(count) = ranks {
-            if self.args.emulate_npu {
-                // One emulated card per rank of this machine; hccl's gloo talks over loopback.
-                env.push(("NPU_EMULATOR_DEVICE_COUNT".into(), count.to_string().into()));
-                if std::env::var_os("GLOO_SOCKET_IFNAME").is_none() {
-                    env.push(("GLOO_SOCKET_IFNAME".into(), "lo".into()));
-                }
-                // A rank waiting for a peer fails with gloo's timeout before verify's own.
-                let collective = (self.args.timeout / 3).max(5);
-                env.push((
-                    "NPU_EMULATOR_COLLECTIVE_TIMEOUT".into(),
-                    collective.to_string().into(),
-                ));
+        if let Some(count) = ranks
+            && self.args.emulate_npu
+        {
+            // One emulated card per rank of this machine; hccl's gloo talks over loopback.
+            env.push(("NPU_EMULATOR_DEVICE_COUNT".into(), count.to_string().into()));
+            if std::env::var_os("GLOO_SOCKET_IFNAME").is_none() {
+                env.push(("GLOO_SOCKET_IFNAME".into(), "lo".into()));
             }
+            // A rank waiting for a peer fails with gloo's timeout before verify's own.
+            let collective = (self.args.timeout / 3).max(5);
+            env.push((
+                "NPU_EMULATOR_COLLECTIVE_TIMEOUT".into(),
+                collective.to_string().into(),
+            ));
         }
         env
     }
