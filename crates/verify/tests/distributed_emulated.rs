@@ -252,6 +252,7 @@ fn a_rank_that_skips_a_collective_ends_within_the_timeout_with_a_report() {
     // Rank 0 waited in the gradient all-reduce until the collective timeout.
     let run = check(&report, "pipeline.run");
     assert_eq!(run["status"], "fail", "{run:#}");
+    assert_eq!(run["data"]["reason"], "collective-timeout", "{run:#}");
     let ranks = check(&report, "pipeline.ranks");
     assert_eq!(ranks["status"], "fail", "{ranks:#}");
     assert!(
