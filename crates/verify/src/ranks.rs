@@ -325,7 +325,14 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
                     .join("+")
             })
             .unwrap_or_default();
-        let _ = write!(detail, "; rank {} on {on}", row["rank"]);
+        if on.is_empty() {
+            let current = row["current_device"]
+                .as_u64()
+                .map_or_else(String::new, |i| format!(", current device npu:{i}"));
+            let _ = write!(detail, "; rank {}: no optimizer step{current}", row["rank"]);
+        } else {
+            let _ = write!(detail, "; rank {} on {on}", row["rank"]);
+        }
     }
     match params_equal {
         Some(true) => {

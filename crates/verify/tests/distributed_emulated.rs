@@ -264,3 +264,31 @@ fn a_rank_that_skips_a_collective_ends_within_the_timeout_with_a_report() {
     );
     assert_eq!(check(&report, "pipeline.harness")["status"], "fail");
 }
+
+#[test]
+fn a_half_port_puts_every_rank_on_card_0_and_rank_1_meets_npu_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo(dir.path(), "tiny-vla");
+    // transfer_to_npu at the entry, the rest untouched: `dist.get_backend() == "nccl"` is now False, so no
+    // rank calls set_device; `.cuda()` puts every model on npu:0 while rank 1's batches go to npu:1.
+    let train = root.join("train.py");
+    let source = std::fs::read_to_string(&train).unwrap().replacen(
+        "import argparse\n",
+        "import argparse\n\nimport torch_npu  # noqa: F401\nfrom torch_npu.contrib import transfer_to_npu  # noqa: F401\n",
+        1,
+    );
+    std::fs::write(&train, source).unwrap();
+    let (code, report, stderr, _) = verify(
+        &root,
+        &["--pipeline", "--nproc-per-node", "2", "--timeout", "300"],
+    );
+    assert_eq!(code, Some(1), "{report:#}\n{stderr}");
+    let rank1 = check(&report, "pipeline.rank1.run");
+    let detail = rank1["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("found at least two devices, npu:1 and npu:0"),
+        "{rank1:#}"
+    );
+    assert!(detail.contains("tiny_vla/vision.py"), "{rank1:#}");
+    assert_eq!(rank1["data"]["reason"], "device-mismatch", "{rank1:#}");
+}
