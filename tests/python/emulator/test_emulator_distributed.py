@@ -141,13 +141,14 @@ def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
         total = torch.tensor([float(rank + 1)], device="npu")
         dist.all_reduce(total)
         dist.barrier()
-        print(f"rank {rank} {dist.get_backend()} {model.weight.device} "
-              f"{torch.equal(gathered[0].cpu(), gathered[1].cpu())} {total.item()}", flush=True)
+        with open(f"rank{rank}.txt", "w") as out:  # the ranks share stdout: their lines may interleave
+            out.write(f"rank {rank} {dist.get_backend()} {model.weight.device} "
+                      f"{torch.equal(gathered[0].cpu(), gathered[1].cpu())} {total.item()}")
         dist.destroy_process_group()
         """,
     )
     assert done.returncode == 0, done.stderr
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     assert lines == ["rank 0 hccl npu:0 True 3.0", "rank 1 hccl npu:1 True 3.0"], done.stdout
 
 
@@ -192,9 +193,10 @@ def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
             opt.step()
             opt.zero_grad()
         full = model[0].weight.full_tensor()
-        print(f"rank {rank} {mesh.device_type} {model[0].weight.to_local().device} {tuple(full.shape)}", flush=True)
+        with open(f"rank{rank}.txt", "w") as out:
+            out.write(f"rank {rank} {mesh.device_type} {model[0].weight.to_local().device} {tuple(full.shape)}")
         """,
     )
     assert done.returncode == 0, done.stderr[-4000:]
-    lines = sorted(line for line in done.stdout.splitlines() if line.startswith("rank "))
+    lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     assert lines == ["rank 0 npu npu:0 (8, 4)", "rank 1 npu npu:1 (8, 4)"], done.stdout
