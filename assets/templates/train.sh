@@ -82,6 +82,94 @@ if [ -e "$npu_log" ]; then
     npu_log="${npu_log%.log}_$$.log"
 fi
 
+# Distributed launch commands (torchrun, python -m torch.distributed.run, accelerate launch,
+# deepspeed, or a .sh script running one) pass through unchanged; around them, as npu-train does:
+# ASCEND_RT_VISIBLE_DEVICES must list at least one card per process of this node, a multi-node
+# command without HCCL_IF_IP/HCCL_SOCKET_IFNAME gets a warning, torchrun keeps the ranks apart
+# (PET_TEE=3 and PET_LOG_DIR: its --tee 3 and --log-dir) unless the command or the caller chose,
+# and emulated ranks get an emulated card each.
+npu_launcher="" npu_nproc="" npu_multi_node="" npu_tee_chosen=""
+npu_dist_scan() {
+    local base="${1##*/}" prev="" word value
+    npu_launcher="" npu_nproc="" npu_multi_node="" npu_tee_chosen=""
+    case "$base" in
+        torchrun) npu_launcher=torchrun ;;
+        python*)
+            if [ "${2:-}" = "-m" ]; then
+                case "${3:-}" in torch.distributed.run | torch.distributed.launch) npu_launcher=torchrun ;; esac
+            fi
+            ;;
+        accelerate) [ "${2:-}" = "launch" ] && npu_launcher=accelerate ;;
+        deepspeed) npu_launcher=deepspeed ;;
+    esac
+    [ -n "$npu_launcher" ] || return 1
+    for word in "$@"; do
+        value=""
+        case "$prev" in
+            --nproc_per_node | --nproc-per-node | --num_processes | --num-processes | --num_gpus | --num-gpus) npu_nproc="$word" ;;
+            --nnodes | --num_machines | --num-machines) value="$word" ;;
+        esac
+        case "$word" in
+            --nproc_per_node=* | --nproc-per-node=* | --num_processes=* | --num-processes=* | --num_gpus=* | --num-gpus=*) npu_nproc="${word#*=}" ;;
+            --nnodes=* | --num_machines=* | --num-machines=*) value="${word#*=}" ;;
+            --master_addr* | --master-addr* | --rdzv_endpoint* | --rdzv-endpoint* | --node_rank* | --node-rank* | --hostfile*) npu_multi_node=1 ;;
+            --tee* | --redirects* | --log-dir* | --log_dir* | -r | -t) npu_tee_chosen=1 ;;
+        esac
+        if [ -n "$value" ] && [ "$value" != 1 ] && [ "$value" != 1:1 ]; then
+            npu_multi_node=1
+        fi
+        prev="$word"
+    done
+    case "$npu_nproc" in '' | *[!0-9]* | 0) npu_nproc="" ;; esac
+    return 0
+}
+if ! npu_dist_scan "$@"; then
+    for npu_script in "${1:-}" "${2:-}"; do
+        case "$npu_script" in *.sh) ;; *) continue ;; esac
+        [ -f "$npu_script" ] || continue
+        while IFS= read -r npu_line || [ -n "$npu_line" ]; do
+            read -ra npu_words <<<"${npu_line%%#*}"
+            for ((npu_i = 0; npu_i < ${#npu_words[@]}; npu_i++)); do
+                if npu_dist_scan "${npu_words[@]:npu_i}"; then
+                    break 3
+                fi
+            done
+        done <"$npu_script"
+    done
+fi
+if [ -n "$npu_launcher" ]; then
+    if [ -n "$npu_nproc" ] && [ -n "${ASCEND_RT_VISIBLE_DEVICES+x}" ]; then
+        # The runtime reads ascending ids up to the first space or bad id (NPU-FACTS.md).
+        npu_cards=0 npu_last=-1
+        IFS=, read -ra npu_ids <<<"$ASCEND_RT_VISIBLE_DEVICES"
+        for npu_id in "${npu_ids[@]}"; do
+            case "$npu_id" in '' | *[!0-9]*) break ;; esac
+            [ "$((10#$npu_id))" -gt "$npu_last" ] || break
+            npu_last=$((10#$npu_id)) npu_cards=$((npu_cards + 1))
+        done
+        if [ "$npu_cards" -lt "$npu_nproc" ]; then
+            printf 'train.sh: error: ASCEND_RT_VISIBLE_DEVICES="%s" makes %s card(s) visible, but the %s command starts %s processes on this node, one per card; list %s cards (e.g. ASCEND_RT_VISIBLE_DEVICES=%s) or start %s processes (--nproc_per_node %s)\n' \
+                "$ASCEND_RT_VISIBLE_DEVICES" "$npu_cards" "$npu_launcher" "$npu_nproc" "$npu_nproc" \
+                "$(seq -s, 0 $((npu_nproc - 1)))" "$npu_cards" "$npu_cards" >&2
+            exit 125
+        fi
+    fi
+    if [ -n "$npu_multi_node" ] && [ -z "${HCCL_IF_IP:-}" ] && [ -z "${HCCL_SOCKET_IFNAME:-}" ]; then
+        printf '%s\n' "train.sh: warning: a multi-node launch and neither HCCL_IF_IP nor HCCL_SOCKET_IFNAME is set: set HCCL_SOCKET_IFNAME to the network interface the nodes reach each other on (or HCCL_IF_IP to this node's address) on every node" >&2
+    fi
+    if [ "$npu_launcher" = torchrun ] && [ -z "$npu_tee_chosen" ] && [ -z "${PET_TEE+x}" ] && [ -z "${PET_LOG_DIR+x}" ]; then
+        export PET_TEE=3 PET_LOG_DIR="${npu_log%.log}_ranks"
+    fi
+    if [ -n "$npu_emulated" ]; then
+        if [ -n "$npu_nproc" ] && [ -z "${NPU_EMULATOR_DEVICE_COUNT+x}" ]; then
+            export NPU_EMULATOR_DEVICE_COUNT="$npu_nproc"
+        fi
+        if [ -z "$npu_multi_node" ] && [ -z "${GLOO_SOCKET_IFNAME+x}" ]; then
+            export GLOO_SOCKET_IFNAME=lo
+        fi
+    fi
+fi
+
 npu_banner="EMULATED NPU: this run uses the emulated npu device on the CPU ($npu_emulated), not an Ascend NPU; it checks control flow, devices and dtypes, not numerics, speed or memory"
 if [ -n "$npu_emulated" ]; then
     printf 'train.sh: %s\n' "$npu_banner" >&2

@@ -210,6 +210,17 @@ def test_6_verify_runtime_and_pipeline_on_the_emulated_npu(wf: Workflow) -> None
     assert "fail" not in statuses.values(), statuses
 
 
+def test_6b_verify_two_ranks_on_the_emulated_npu(wf: Workflow) -> None:
+    result = wf.script("verify.py", wf.project, "--pipeline", "--nproc-per-node", "2", "--config", CONFIG,
+                       "--emulate-npu", "--python", sys.executable, "--format", "json")
+    assert result.returncode == 0, describe(result)
+    ranks = next(c for c in json.loads(result.stdout)["checks"] if c["name"] == "pipeline.ranks")
+    assert ranks["status"] == "pass", ranks
+    data = ranks["data"]
+    assert data["backends"] == ["hccl"] and data["params_equal"] is True, data
+    assert [r["params_devices"] for r in data["ranks"]] == [["npu:0"], ["npu:1"]], data
+
+
 def test_7_verify_data_on_the_emulated_npu(wf: Workflow) -> None:
     result = wf.script("verify.py", wf.project, "--data", "--config", CONFIG, "--emulate-npu",
                        "--python", sys.executable)

@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from npu_emulator import _devices
 from npu_emulator._checks import DEVICE_GENERATOR
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 
@@ -29,8 +30,10 @@ _compile_mode = {"jit_compile": True}
 
 
 def _index(device: Any = None) -> int:
+    """The device index ``device`` names (None or a bare ``"npu"``: the current device), checked against the
+    emulated device count."""
     if device is None:
-        return 0
+        return _devices.current()
     if isinstance(device, int):
         index = device
     else:
@@ -40,11 +43,8 @@ def _index(device: Any = None) -> int:
                 f"Expected an npu device, got {parsed}", "torch.npu device argument", "torch.npu API"
             )
             raise EmulatedNPUError(msg)
-        index = 0 if parsed.index is None else parsed.index
-    if index != 0:
-        detail = f"device index {index} requested; the emulated device has only npu:0"
-        raise EmulatedNPUError(emulated_message(f"Invalid device id {index}", detail, "the emulator (one device)"))
-    return index
+        index = parsed.index
+    return _devices.check(index, "torch.npu")
 
 
 def is_available() -> bool:
@@ -68,15 +68,16 @@ def _is_in_bad_fork() -> bool:
 
 
 def device_count() -> int:
-    return 1
+    """``NPU_EMULATOR_DEVICE_COUNT`` devices (default 1), all in host memory."""
+    return _devices.count()
 
 
 def current_device() -> int:
-    return 0
+    return _devices.current()
 
 
 def set_device(device: Any) -> None:
-    _index(device)
+    _devices.set_current(_index(device))
 
 
 def synchronize(device: Any = None) -> None:
@@ -118,7 +119,8 @@ def set_rng_state(new_state: torch.Tensor, device: Any = "npu") -> None:
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
-    return [DEVICE_GENERATOR.get_state()]
+    # One generator serves every emulated device.
+    return [DEVICE_GENERATOR.get_state() for _ in range(_devices.count())]
 
 
 def set_rng_state_all(new_states: list[torch.Tensor]) -> None:
@@ -192,16 +194,19 @@ def is_jit_compile_false() -> bool:
 
 
 class device:
-    """Context manager selecting a device; only ``npu:0`` exists."""
+    """Context manager making ``device`` the current device, and the previous one current again on exit."""
 
     def __init__(self, device: Any) -> None:
         self.idx = _index(device)
+        self.prev_idx = self.idx
 
     def __enter__(self) -> device:
+        self.prev_idx = _devices.current()
+        _devices.set_current(self.idx)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        _devices.set_current(self.prev_idx)
 
 
 class Stream:
@@ -227,6 +232,11 @@ class Stream:
     def query(self) -> bool:
         return True
 
+    def record_event(self, event: Event | None = None) -> Event:
+        event = event if event is not None else Event()
+        event.record(self)
+        return event
+
     def __enter__(self) -> Stream:
         return self
 
@@ -234,21 +244,23 @@ class Stream:
         return None
 
 
-_DEFAULT_STREAM = Stream()
-
-
-def current_stream(device: Any = None) -> Stream:
-    _index(device)
-    return _DEFAULT_STREAM
+_DEFAULT_STREAMS: dict[int, Stream] = {}
 
 
 def default_stream(device: Any = None) -> Stream:
-    _index(device)
-    return _DEFAULT_STREAM
+    index = _index(device)
+    found = _DEFAULT_STREAMS.get(index)
+    if found is None:
+        found = _DEFAULT_STREAMS[index] = Stream(index)
+    return found
+
+
+def current_stream(device: Any = None) -> Stream:
+    return default_stream(device)
 
 
 def stream(stream: Stream | None) -> Stream:
-    return stream if stream is not None else _DEFAULT_STREAM
+    return stream if stream is not None else default_stream()
 
 
 class Event:

@@ -12,12 +12,13 @@ from typing import Any
 
 import torch
 
-from npu_emulator._errors import EmulatedNPUError, EmulatedNPUTypeError, emulated_message, restriction_error
+from npu_emulator import _devices
+from npu_emulator._errors import EmulatedNPUTypeError, restriction_error
 from npu_emulator._rules import ENABLED
 
 aten = torch.ops.aten
 
-_MISMATCH = "Expected all tensors to be on the same device, but found at least two devices, npu:0 and cpu!"
+_MISMATCH = "Expected all tensors to be on the same device, but found at least two devices, {} and {}!"
 _DOUBLE = "Unsupport data type: at::ScalarType::Double"
 _HALF = (torch.float16, torch.bfloat16)
 
@@ -85,33 +86,46 @@ DEVICE_GENERATOR = torch.Generator()
 DEVICE_GENERATOR.manual_seed(torch.initial_seed())
 
 
-def device_mismatch(func: Any) -> None:
+def device_mismatch(func: Any, index: int = 0) -> None:
     if ENABLED["device_mismatch"]:
         detail = f"{func} got an npu tensor and a CPU tensor that is not a 0-dim scalar"
-        raise restriction_error("device_mismatch", _MISMATCH, detail)
+        raise restriction_error("device_mismatch", _MISMATCH.format(f"npu:{index}", "cpu"), detail)
 
 
-def index_device(func: Any, args: tuple[Any, ...]) -> None:
+def devices_mismatch(func: Any, first: int, other: int) -> None:
+    """Tensors of two emulated devices in one op: torch's same-device check, as between two CUDA devices."""
+    if ENABLED["device_mismatch"]:
+        detail = (
+            f"{func} got tensors on npu:{first} and npu:{other}; each process (rank) works on its own device: "
+            f"copy with .to(npu:{first}) first, or put the whole model and batch on one device"
+        )
+        raise restriction_error("device_mismatch", _MISMATCH.format(f"npu:{first}", f"npu:{other}"), detail)
+
+
+def index_device(func: Any, args: tuple[Any, ...], index: int = 0) -> None:
     from npu_emulator._tensor import NPUTensor
 
     if args and not isinstance(args[0], NPUTensor):
         # A CPU tensor indexed with npu indices: torch's own same-device rule.
-        device_mismatch(func)
+        device_mismatch(func, index)
         return
     if ENABLED["index_device"]:
         detail = f"{func}: an npu tensor indexed with CPU index tensors; move the indices to the npu first"
-        raise restriction_error("index_device", _MISMATCH, detail)
+        raise restriction_error("index_device", _MISMATCH.format(f"npu:{index}", "cpu"), detail)
 
 
 def numpy_error(message: str) -> EmulatedNPUTypeError:
     return restriction_error("numpy", message, "Tensor.numpy() on an npu tensor", EmulatedNPUTypeError)
 
 
-def check_device_index(device: torch.device, func: Any) -> None:
-    if device.index not in (None, 0):
-        detail = f"{func} asked for {device}; the emulated device has only npu:0"
-        msg = emulated_message(f"Invalid device {device}", detail, "the emulator (one device, npu:0)")
-        raise EmulatedNPUError(msg)
+def check_device_index(device: torch.device, func: Any) -> int:
+    """The index ``device`` (an npu device) stands for: its own, or the current device for a bare ``npu``."""
+    index = device.index
+    if index is None:
+        return _devices.current()
+    if index == 0 or index < _devices.count():
+        return index
+    return _devices.check(index, func)
 
 
 def is_float64(dtype: object) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _accelerator, _amp, _backend, _checks, _tensor
+from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _tensor
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._tensor import NPUTensor
 
@@ -29,9 +29,8 @@ def _empty_memory_format(
     memory_format: torch.memory_format | None = None,
 ) -> torch.Tensor:
     del layout, pin_memory
-    if device is not None:
-        _checks.check_device_index(torch.device(device), "aten.empty.memory_format")
-    return NPUTensor(torch.empty(size, dtype=dtype, memory_format=memory_format))
+    index = None if device is None else _checks.check_device_index(torch.device(device), "aten.empty.memory_format")
+    return NPUTensor(torch.empty(size, dtype=dtype, memory_format=memory_format), index=index)
 
 
 def _empty_strided(
@@ -43,15 +42,16 @@ def _empty_strided(
     pin_memory: bool | None = None,
 ) -> torch.Tensor:
     del layout, pin_memory
-    if device is not None:
-        _checks.check_device_index(torch.device(device), "aten.empty_strided")
-    return NPUTensor(torch.empty_strided(size, stride, dtype=dtype))
+    index = None if device is None else _checks.check_device_index(torch.device(device), "aten.empty_strided")
+    return NPUTensor(torch.empty_strided(size, stride, dtype=dtype), index=index)
 
 
 def _indices_factory(op: Any) -> Any:
     def kernel(row: int, col: int, offset: int = 0, **kwargs: Any) -> torch.Tensor:
+        device = kwargs.get("device")
+        index = None if device is None else _checks.check_device_index(torch.device(device), op)
         kwargs["device"] = torch.device("cpu")
-        return NPUTensor(op(row, col, offset, **kwargs))
+        return NPUTensor(op(row, col, offset, **kwargs), index=index)
 
     return kernel
 
@@ -154,6 +154,7 @@ def install() -> None:
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()
+    _distributed.install()
 
 
 def backend() -> str | None:

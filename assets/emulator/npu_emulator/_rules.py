@@ -15,7 +15,7 @@ from collections.abc import Iterator
 #: group name -> (what it enforces, where the rule comes from)
 RESTRICTIONS: dict[str, tuple[str, str]] = {
     "device_mismatch": (
-        "an op mixing npu tensors with CPU tensors that are not 0-dim scalars fails",
+        "an op mixing npu tensors with CPU tensors that are not 0-dim scalars, or tensors of two npu devices, fails",
         "torch's same-device check (as on CUDA; CPU 0-dim scalars are allowed)",
     ),
     "index_device": (

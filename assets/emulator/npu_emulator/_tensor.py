@@ -1,6 +1,7 @@
 """The device tensor of the emulated ``npu`` backend.
 
-An :class:`NPUTensor` is a wrapper tensor whose metadata says ``npu:0`` and which holds a CPU tensor (``elem``).
+An :class:`NPUTensor` is a wrapper tensor whose metadata says ``npu:N`` and which holds a CPU tensor (``elem``);
+``index`` is N. Ops mixing tensors of two devices fail as torch's same-device check does.
 Every aten op that reaches it goes through :meth:`NPUTensor.__torch_dispatch__`: the arguments are unwrapped, the
 restrictions of :mod:`npu_emulator._rules` are checked, the op runs on CPU and tensor results are wrapped again.
 In-place and ``out=`` ops return the original wrapper, so aliasing and identity behave as on a real device.
@@ -15,7 +16,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks
+from npu_emulator import _checks, _devices
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._rules import ENABLED
 
@@ -23,6 +24,15 @@ aten = torch.ops.aten
 
 # Set by install(): the device type "npu" exists only after PrivateUse1 was renamed.
 DEVICE = torch.device("cpu")
+_DEVICES: dict[int, torch.device] = {}
+
+
+def _device(index: int) -> torch.device:
+    found = _DEVICES.get(index)
+    if found is None:
+        found = DEVICE if index == 0 else torch.device(DEVICE.type, index)
+        _DEVICES[index] = found
+    return found
 
 # torch.Tensor's C base class (torch._C._TensorBase before torch 2.2).
 TensorBase: Any = getattr(torch._C, "TensorBase", None) or torch._C._TensorBase
@@ -82,14 +92,20 @@ class _NumpyMethod:
 
 
 class NPUTensor(torch.Tensor):
-    """A tensor on the emulated ``npu:0`` device, backed by the CPU tensor ``elem``."""
+    """A tensor on the emulated device ``npu:index`` (default: the current device), backed by the CPU tensor
+    ``elem``."""
 
     elem: torch.Tensor
+    index: int
 
     @staticmethod
-    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False) -> NPUTensor:
+    def __new__(cls, elem: torch.Tensor, requires_grad: bool = False, index: int | None = None) -> NPUTensor:
         if isinstance(elem, NPUTensor):
+            if index is None:
+                index = elem.index
             elem = elem.elem
+        if index is None:
+            index = _devices.current()
         wrapper = torch.Tensor._make_wrapper_subclass(
             cls,
             elem.size(),
@@ -97,32 +113,33 @@ class NPUTensor(torch.Tensor):
             storage_offset=elem.storage_offset(),
             dtype=elem.dtype,
             layout=elem.layout,
-            device=DEVICE,
+            device=_device(index),
             requires_grad=requires_grad,
         )
         wrapper.elem = elem
+        wrapper.index = index
         return wrapper
 
     # No per-call __torch_function__ work: only aten dispatch is intercepted.
     __torch_function__ = torch._C._disabled_torch_function_impl
 
     # -- traceable-wrapper-subclass protocol: Module._apply swaps tensors in place (Parameter identity kept) --
-    def __tensor_flatten__(self) -> tuple[list[str], None]:
-        return ["elem"], None
+    def __tensor_flatten__(self) -> tuple[list[str], int]:
+        return ["elem"], self.index
 
     @staticmethod
     def __tensor_unflatten__(
         inner: dict[str, torch.Tensor], meta: object, outer_size: object, outer_stride: object
     ) -> NPUTensor:
-        del meta, outer_size, outer_stride
-        return NPUTensor(inner["elem"])
+        del outer_size, outer_stride
+        return NPUTensor(inner["elem"], index=meta if isinstance(meta, int) else None)
 
     def __repr__(self, *, tensor_contents: object = None) -> str:
         del tensor_contents
         text = repr(self.elem)
         if not text.endswith(")"):
             return text
-        extra = ", device='npu:0'"
+        extra = f", device='npu:{self.index}'"
         if self.grad_fn is not None:
             extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
         elif self.requires_grad:
@@ -146,6 +163,7 @@ class NPUTensor(torch.Tensor):
             raise EmulatedNPUError(msg)
         TensorBase.data.__set__(self, value)
         self.elem = value.elem
+        self.index = value.index
 
     def tolist(self) -> Any:
         return self.elem.tolist()
@@ -167,7 +185,7 @@ class NPUTensor(torch.Tensor):
             )
             raise RuntimeError(msg)
         with torch.no_grad():
-            new = NPUTensor(self.elem.clone(), requires_grad=self.requires_grad)
+            new = NPUTensor(self.elem.clone(), requires_grad=self.requires_grad, index=self.index)
         memo[id(self)] = new
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
@@ -197,25 +215,35 @@ class NPUTensor(torch.Tensor):
         originals: dict[int, Any] = {}
         cpu_dense: list[torch.Tensor] = []
         npu_dtypes: list[torch.dtype] = []
-        new_args = [_unwrap(a, originals, cpu_dense, npu_dtypes) for a in args]
+        indices: list[int] = []
+        new_args = [_unwrap(a, originals, cpu_dense, npu_dtypes, indices) for a in args]
         new_kwargs: dict[str, Any] = {}
         to_device = True
+        target_index = None
         if kwargs:
             for key, value in kwargs.items():
                 if key == "device" and value is not None:
                     target = torch.device(value)
                     if target.type == "npu":
-                        _checks.check_device_index(target, func)
+                        target_index = _checks.check_device_index(target, func)
                         new_kwargs[key] = torch.device("cpu")
                         continue
                     to_device = False
-                new_kwargs[key] = _unwrap(value, originals, cpu_dense, npu_dtypes)
+                new_kwargs[key] = _unwrap(value, originals, cpu_dense, npu_dtypes, indices)
 
-        if cpu_dense and npu_dtypes and not cross_device_ok:
-            if index_op:
-                _checks.index_device(func, args)
-            else:
-                _checks.device_mismatch(func)
+        index = indices[0] if indices else None
+        if not cross_device_ok:
+            if index is not None and len(indices) > 1:
+                for other in indices:
+                    if other != index:
+                        _checks.devices_mismatch(func, index, other)
+            if cpu_dense and npu_dtypes:
+                if index_op:
+                    _checks.index_device(func, args, index or 0)
+                else:
+                    _checks.device_mismatch(func, index or 0)
+        if target_index is not None:
+            index = target_index
         if rule is not None:
             rule(func, new_args, new_kwargs, npu_dtypes)
 
@@ -223,7 +251,7 @@ class NPUTensor(torch.Tensor):
             out = _checks.run_random(func, new_args, new_kwargs)
         else:
             out = func(*new_args, **new_kwargs)
-        return _wrap(out, originals, to_device)
+        return _wrap(out, originals, to_device, index)
 
 
 # Per-op facts, computed once per OpOverload: (may mix devices, is an index op, restriction rule, draws random).
@@ -240,12 +268,19 @@ def _op_info(func: Any) -> tuple[bool, bool, Any, bool]:
     )
 
 
-def _unwrap(value: Any, originals: dict[int, Any], cpu_dense: list[torch.Tensor], npu_dtypes: list[torch.dtype]) -> Any:
+def _unwrap(
+    value: Any,
+    originals: dict[int, Any],
+    cpu_dense: list[torch.Tensor],
+    npu_dtypes: list[torch.dtype],
+    indices: list[int],
+) -> Any:
     """The CPU tensor behind an npu tensor (recording what the checks need); other values unchanged."""
     if isinstance(value, NPUTensor):
         elem = value.elem
         originals[id(elem)] = value
         npu_dtypes.append(elem.dtype)
+        indices.append(value.index)
         return elem
     if isinstance(value, torch.Tensor):
         originals[id(value)] = value
@@ -253,11 +288,11 @@ def _unwrap(value: Any, originals: dict[int, Any], cpu_dense: list[torch.Tensor]
             cpu_dense.append(value)
         return value
     if isinstance(value, (list, tuple)) and value and not isinstance(value, torch.Size):
-        return type(value)(_unwrap(item, originals, cpu_dense, npu_dtypes) for item in value)
+        return type(value)(_unwrap(item, originals, cpu_dense, npu_dtypes, indices) for item in value)
     return value
 
 
-def _wrap(out: Any, originals: dict[int, Any], to_device: bool) -> Any:
+def _wrap(out: Any, originals: dict[int, Any], to_device: bool, index: int | None = None) -> Any:
     if isinstance(out, torch.Tensor):
         original = originals.get(id(out))
         if original is not None:
@@ -266,9 +301,9 @@ def _wrap(out: Any, originals: dict[int, Any], to_device: bool) -> Any:
             return original
         if not to_device:
             return out
-        return NPUTensor(out)
+        return NPUTensor(out, index=index)
     if isinstance(out, (list, tuple)):
-        return type(out)(_wrap(item, originals, to_device) for item in out)
+        return type(out)(_wrap(item, originals, to_device, index) for item in out)
     return out
 
 
@@ -281,7 +316,7 @@ def _resync(wrapper: NPUTensor) -> None:
         and wrapper.storage_offset() == elem.storage_offset()
     ):
         return
-    replacement = NPUTensor(elem)
+    replacement = NPUTensor(elem, index=wrapper.index)
     with torch.no_grad():
         TensorBase.data.__set__(wrapper, replacement)
     wrapper.elem = elem

@@ -35,6 +35,9 @@ _CUDA_PATTERNS = (
     "CUDA_HOME",
 )
 
+# A distributed peer that never arrived (gloo underneath the emulated hccl; torch's own wording otherwise).
+_PEER_PATTERNS = ("Timed out waiting", "Connection closed by peer", "Connection reset by peer")
+
 NPU_SETUP = (
     "set up the NPU at the entry point (`import torch_npu`, `from torch_npu.contrib import transfer_to_npu`, "
     "`build_vla_patcher().apply()` from migrate_to_cloudrobo/runtime_patches.py) and fix what "
@@ -154,6 +157,13 @@ def classify(exc, project_root):
             "an attention mask shape the NPU kernel rejects{}: {}".format(place, message),
             "expand broadcast masks to (B,N,Sq,Skv) or (B,1,Sq,Skv), or apply the runtime patcher "
             "(SdpaMaskBroadcast)",
+        )
+    if isinstance(exc, RuntimeError) and any(p in text for p in _PEER_PATTERNS):
+        return (
+            "collective-timeout",
+            "a collective waited for a rank that did not join it{}: {}".format(place, message),
+            "every rank must run the same collectives in the same order: another rank skipped this step, waits "
+            "elsewhere or died; pipeline.ranks shows each rank's last output",
         )
     # Last of the device reasons: emulated and NPU messages say "as on CUDA" in other contexts.
     if not emulated and (

@@ -37,12 +37,19 @@ def _dump_stacks_on_sigterm():
 def main(args):
     if args and args[0] == "--shim":
         request = shim(args[1], args[2:])
+    elif len(args) == 2 and args[0] == "--torchrun":
+        torchrun(args[1])
     elif len(args) == 1:
         with open(args[0], encoding="utf-8") as f:
             request = json.load(f)
     else:
-        sys.stderr.write("usage: run_harness.py REQUEST.json | run_harness.py --shim REQUEST.json PYTHON-ARGS...\n")
+        sys.stderr.write(
+            "usage: run_harness.py REQUEST.json | run_harness.py --torchrun REQUEST.json | "
+            "run_harness.py --shim REQUEST.json PYTHON-ARGS...\n"
+        )
         sys.exit(2)
+    if request.get("distributed") and os.environ.get("RANK") is not None:
+        request = as_rank(request)
     _dump_stacks_on_sigterm()
     results = Results(request["results"], bool(request.get("emulate")))
     results.hello(
@@ -70,6 +77,47 @@ def main(args):
 
 
 CLAIMED = "NPU_VERIFY_HARNESS_CLAIMED"
+LAUNCH = "NPU_VERIFY_HARNESS_LAUNCH"
+RUN_HARNESS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "run_harness.py")
+
+
+def torchrun(request_path, launch=None):
+    """Replace this process with torchrun (this interpreter's ``torch.distributed.run``) starting one harness per
+    rank: ``request["distributed"]`` gives ``nproc_per_node`` and ``nnodes``; ``launch`` (from a shim) is the
+    program each rank runs."""
+    with open(request_path, encoding="utf-8") as f:
+        request = json.load(f)
+    dist = request["distributed"]
+    nnodes = int(dist.get("nnodes", 1))
+    command = [sys.executable, "-u", "-m", "torch.distributed.run", "--nnodes", str(nnodes)]
+    command += ["--nproc_per_node", str(int(dist["nproc_per_node"])), "--max_restarts", "0"]
+    if nnodes == 1:
+        command.append("--standalone")
+    command += [RUN_HARNESS, request_path]
+    if launch is not None:
+        os.environ[LAUNCH] = json.dumps(launch)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, command)
+
+
+def as_rank(request):
+    """One rank of a distributed run: its own results file and log (torchrun sets RANK), and the program a shim
+    saw when the launch command started torchrun or python itself."""
+    rank = int(os.environ["RANK"])
+    request = dict(request)
+    request["results"] = request["rank_results"].format(rank=rank)
+    log = request.get("rank_output")
+    if log:
+        fd = os.open(log.format(rank=rank), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        os.close(fd)
+    if os.environ.get(LAUNCH):
+        request["launch"] = json.loads(os.environ[LAUNCH])
+    return request
 
 
 def shim(request_path, pyargs):
@@ -84,6 +132,8 @@ def shim(request_path, pyargs):
     os.environ[CLAIMED] = "1"
     with open(request_path, encoding="utf-8") as f:
         request = json.load(f)
+    if request.get("distributed") and os.environ.get("RANK") is None:
+        torchrun(request_path, launch)
     request["launch"] = launch
     return request
 

@@ -45,6 +45,7 @@ class Observer:
         self._last = None
         self.losses = []
         self.params = None
+        self.optimizer = None  # the last optimizer stepped
         self.float64_count = 0
         self.float64_sites = {}
         self.fallbacks = {}
@@ -64,6 +65,7 @@ class Observer:
         self.step_times.append(now - (self._last if self._last is not None else self.started))
         self._last = now
         self.steps += 1
+        self.optimizer = optimizer
         if self.params is None:
             self.params = self._describe_params(optimizer)
         if self.want_steps is not None and self.steps >= self.want_steps:

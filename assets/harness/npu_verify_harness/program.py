@@ -52,6 +52,12 @@ def run(request, results, setup_torch):
     loaders = DataWatch(torch, request.get("batches", 3), observer) if mode == "data" else None
     if loaders is not None:
         loaders.install()
+    ranks = None
+    if request.get("distributed") and mode == "pipeline":
+        from .ranks import DistWatch
+
+        ranks = DistWatch(torch, root, observer)
+        ranks.install()
 
     results.fact("timing", {"program_start_s": time.perf_counter() - _started()})
     program_t0 = time.perf_counter()
@@ -60,6 +66,9 @@ def run(request, results, setup_torch):
     observer.uninstall()
     if loaders is not None:
         loaders.uninstall()
+    if ranks is not None:
+        ranks.uninstall()
+        results.fact("rank", ranks.fact())
     if outcome.exc is not None and outcome.kind == "raised":
         sys.stderr.write("npu-verify harness: the program raised:\n")
         traceback.print_exception(type(outcome.exc), outcome.exc, outcome.exc.__traceback__)

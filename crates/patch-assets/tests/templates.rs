@@ -464,3 +464,118 @@ fn train_emulated_puts_the_emulator_on_the_path_and_says_so() {
     assert!(stdout(&out).contains("emulated=\n"), "{}", stdout(&out));
     assert!(!stderr(&out).contains("EMULATED"), "{}", stderr(&out));
 }
+
+/// A `torchrun` on PATH that prints what a distributed launch would see, instead of launching.
+fn fake_torchrun(sb: &Sandbox) -> String {
+    let bin = sb.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let script = bin.join("torchrun");
+    fs::write(
+        &script,
+        "#!/bin/sh\necho \"args=$* tee=${PET_TEE-} logdir=${PET_LOG_DIR-} cards=${NPU_EMULATOR_DEVICE_COUNT-}\"\n",
+    )
+    .unwrap();
+    fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    )
+}
+
+#[test]
+fn train_checks_the_card_list_against_the_process_count() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let path = fake_torchrun(&sb);
+    let args = ["torchrun", "--nproc_per_node", "4", "train.py"];
+    let out = train(
+        &sb,
+        &proj,
+        &args,
+        &[("PATH", &path), ("ASCEND_RT_VISIBLE_DEVICES", "0,1")],
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out)
+            .contains("makes 2 card(s) visible, but the torchrun command starts 4 processes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(logs(&proj).is_empty());
+
+    // Enough cards: the command runs unchanged, torchrun keeps the ranks apart.
+    let out = train(
+        &sb,
+        &proj,
+        &args,
+        &[("PATH", &path), ("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("args=--nproc_per_node 4 train.py tee=3 logdir="),
+        "{text}"
+    );
+    assert!(text.contains("_ranks"), "{text}");
+
+    // A script that runs torchrun is read too; the caller's own --tee wins.
+    fs::write(
+        proj.join("ddp.sh"),
+        "#!/bin/bash\ntorchrun --nproc_per_node=8 --tee 1 train.py\n",
+    )
+    .unwrap();
+    let out = train(
+        &sb,
+        &proj,
+        &["bash", "ddp.sh"],
+        &[("PATH", &path), ("ASCEND_RT_VISIBLE_DEVICES", "0")],
+    );
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    let out = train(
+        &sb,
+        &proj,
+        &["bash", "ddp.sh"],
+        &[
+            ("PATH", &path),
+            ("ASCEND_RT_VISIBLE_DEVICES", "0,1,2,3,4,5,6,7"),
+        ],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("tee= logdir="), "{}", stdout(&out));
+}
+
+#[test]
+fn train_warns_about_a_multi_node_launch_without_an_hccl_interface() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let path = fake_torchrun(&sb);
+    let args = [
+        "torchrun",
+        "--nnodes",
+        "2",
+        "--node_rank",
+        "0",
+        "--nproc_per_node",
+        "2",
+        "train.py",
+    ];
+    let out = train(&sb, &proj, &args, &[("PATH", &path)]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("neither HCCL_IF_IP nor HCCL_SOCKET_IFNAME is set"),
+        "{}",
+        stderr(&out)
+    );
+    let out = train(
+        &sb,
+        &proj,
+        &args,
+        &[("PATH", &path), ("HCCL_SOCKET_IFNAME", "eth0")],
+    );
+    assert!(
+        !stderr(&out).contains("HCCL_SOCKET_IFNAME is set"),
+        "{}",
+        stderr(&out)
+    );
+}

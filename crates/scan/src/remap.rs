@@ -72,11 +72,17 @@ impl Version {
             .any(|(m, names)| m == src && names.contains(&name))
     }
 
-    /// `owner.name` (`torch.zeros`, `torch.Tensor.to`) has its "cuda" device arguments remapped.
+    /// `owner.name` (`torch.zeros`, `torch.Tensor.to`) has its "cuda" device arguments remapped:
+    /// it is on one of the white lists `_device_wrapper` wraps, or `_init` assigns it a
+    /// `_wrapper_cuda` wrapper (`torch.distributed.device_mesh.init_device_mesh`,
+    /// `torch.distributed.init_process_group` through `_compose_wrappers(_wrapper_cuda, …)`).
     pub fn wraps_device_argument(&self, owner: &str, name: &str) -> bool {
         self.device_arguments
             .iter()
             .any(|(o, names)| *o == owner && names.contains(&name))
+            || self
+                .assigned(&format!("{owner}.{name}"))
+                .is_some_and(|v| v.starts_with("_wrapper_cuda(") || v.contains("(_wrapper_cuda,"))
     }
 
     /// `torch.Tensor.is_cuda` is `torch.Tensor.is_npu`: true for NPU tensors.
@@ -155,6 +161,20 @@ mod tests {
         assert!(every(|v| v.cuda_name_is_npu("DoubleTensor")));
         assert!(!every(|v| v.cuda_name_is_npu("amp.no_such_name")));
         assert!(!every(|v| v.wraps_device_argument("torch", "device")));
+        // Wrapped by assignment in _init: device meshes from 2.6.0.post5 (2.1.0.post17 has none),
+        // init_process_group's device_id in 2.8.0.post5 and later (`_compose_wrappers`).
+        let mesh = |v: &Version| {
+            v.wraps_device_argument("torch.distributed.device_mesh", "init_device_mesh")
+        };
+        assert_eq!(
+            versions(mesh).as_deref(),
+            Some("torch_npu 2.6.0.post5 to 2.14.0")
+        );
+        let init = |v: &Version| v.wraps_device_argument("torch.distributed", "init_process_group");
+        assert_eq!(
+            versions(init).as_deref(),
+            Some("torch_npu 2.8.0.post5 to 2.14.0")
+        );
     }
 
     #[test]

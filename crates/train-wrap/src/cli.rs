@@ -25,6 +25,13 @@ What it does, like migrate_to_cloudrobo/train.sh:
   It also forwards Ctrl-C, SIGTERM and SIGHUP to the command's whole process group. The command
   runs in its own process group, so it cannot read from the terminal (no interactive pdb).
 
+Distributed launches (torchrun, python -m torch.distributed.run, accelerate launch, deepspeed, or
+a shell script running one) pass through unchanged too. ASCEND_RT_VISIBLE_DEVICES must list at
+least --nproc_per_node cards (else exit 125 before anything starts); a multi-node command without
+HCCL_IF_IP or HCCL_SOCKET_IFNAME gets a warning; torchrun gets PET_TEE=3 and PET_LOG_DIR (its
+--tee 3 and --log-dir: rank-prefixed lines, one log per rank in logs/train_<stamp>_ranks/) unless
+the command or the caller set them. Emulated, each rank gets its own emulated card.
+
 --emulate-npu (or NPU_PATCHER_EMULATE=1, the switch train.sh reads too) also puts the emulated
 npu device and a stand-in torch_npu on PYTHONPATH, hides CUDA devices, and says on stderr and in
 the log that the run is emulated. The emulator is $NPU_PATCHER_EMULATOR_DIR, else
@@ -137,6 +144,18 @@ fn launch(cli: &Cli) -> Result<u8> {
         .log_dir
         .clone()
         .unwrap_or_else(|| plan.migrate_dir.join("logs"));
+    if let Some(found) = crate::dist::parse(&cli.command, &cli.project) {
+        let lookup = |name: &str| std::env::var(name).ok();
+        for note in crate::dist::check(&found, &lookup).map_err(Error::Usage)? {
+            eprintln!("npu-train: warning: {note}");
+        }
+        let log_name = log::next_name(&log_dir);
+        let ranks_dir = log_name.with_file_name(format!(
+            "{}_ranks",
+            log_name.file_stem().unwrap_or_default().to_string_lossy()
+        ));
+        crate::dist::apply(&found, &mut plan, &ranks_dir, emulated.is_some(), &current);
+    }
     if cli.dry_run {
         if let Some(banner) = &banner {
             println!("# {banner}");

@@ -16,6 +16,7 @@
 // Markdown backticks would show literally.
 #[allow(clippy::print_stdout, clippy::print_stderr, clippy::doc_markdown)]
 pub mod cli;
+pub mod dist;
 pub mod env;
 pub mod error;
 pub mod launch;

@@ -490,3 +490,54 @@ fn emulate_npu_runs_with_the_emulator_on_the_path_and_says_so() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_card_list_shorter_than_the_process_count_stops_before_the_launch() {
+    let p = Project::new();
+    let out = p
+        .command(&["torchrun", "--nproc_per_node", "4", "train.py"])
+        .env("ASCEND_RT_VISIBLE_DEVICES", "0,1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(125), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("makes 2 cards visible, but the torchrun command starts 4 processes"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(p.logs().is_empty(), "nothing ran, so no log");
+}
+
+#[test]
+fn torchrun_gets_per_rank_logs_and_the_command_is_unchanged() {
+    let p = Project::new();
+    let out = p
+        .command(&[
+            "--dry-run",
+            "torchrun",
+            "--nproc_per_node",
+            "2",
+            "--nnodes",
+            "2",
+            "train.py",
+        ])
+        .env("ASCEND_RT_VISIBLE_DEVICES", "0,1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let plan = stdout(&out);
+    assert!(plan.contains("export PET_TEE=3"), "{plan}");
+    assert!(
+        plan.contains("PET_LOG_DIR=") && plan.contains("_ranks"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("# command: torchrun --nproc_per_node 2 --nnodes 2 train.py"),
+        "{plan}"
+    );
+    assert!(
+        stderr(&out).contains("HCCL_SOCKET_IFNAME"),
+        "{}",
+        stderr(&out)
+    );
+}

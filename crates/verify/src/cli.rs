@@ -8,6 +8,7 @@ Examples:
   npu-verify /path/to/model --runtime --pipeline --config configs/train.yaml
   npu-verify /path/to/model --data --config configs/train.yaml
   npu-verify . --pipeline --emulate-npu --steps 2          # pre-flight on a machine without an NPU
+  npu-verify . --pipeline --nproc-per-node 2 --emulate-npu # two ranks under torchrun, hccl as gloo
   npu-verify . --runtime --conda-env torch_npu_env --format json
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
   npu-verify . --pipeline -- bash migrate_to_cloudrobo/train.sh bash examples/finetune.sh
@@ -75,6 +76,17 @@ pub struct Args {
     /// Run on an emulated npu device on the CPU (no NPU, CANN or NPU plugin needed).
     #[arg(long)]
     pub emulate_npu: bool,
+
+    /// Run --pipeline under torchrun with N processes on this machine (one per card; with
+    /// --emulate-npu each rank gets the emulated card of its local rank, and hccl runs as
+    /// gloo). Default: the process count of a torchrun launch command after `--` (or of the
+    /// script it runs), else one process without torchrun.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub nproc_per_node: Option<u32>,
+
+    /// Machines of the distributed run; verify runs one machine (`--nnodes 1`).
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
+    pub nnodes: u32,
 
     /// Stop a harness run (runtime, pipeline or data) after this many seconds.
     #[arg(long, value_name = "SECS", default_value_t = 600, value_parser = clap::value_parser!(u64).range(1..))]

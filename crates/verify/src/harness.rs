@@ -146,6 +146,8 @@ pub struct Outcome {
     pub wall: Duration,
     /// The last lines of its combined output.
     pub tail: String,
+    /// A distributed run: one entry per rank, in rank order (empty for a one-process run).
+    pub ranks: Vec<crate::ranks::RankOutcome>,
 }
 
 impl Outcome {
@@ -268,6 +270,8 @@ pub struct Job<'a> {
     pub timeout: Duration,
     /// Run this command with Python shims on `PATH` instead of starting the harness directly.
     pub shell: Option<&'a [String]>,
+    /// Run the program under torchrun with this many processes (one harness per rank).
+    pub ranks: Option<u32>,
 }
 
 /// Shell-quote one word for a generated `/bin/sh` script.
@@ -323,6 +327,7 @@ pub fn run(
         env,
         timeout,
         shell,
+        ranks,
     } = job;
     let base = workspace.path();
     let results = base.join(format!("results-{mode}.jsonl"));
@@ -330,6 +335,10 @@ pub fn run(
     let request_path = base.join(format!("request-{mode}.json"));
     request["mode"] = mode.into();
     request["results"] = results.display().to_string().into();
+    if ranks.is_some() {
+        request["rank_results"] = crate::ranks::rank_file(base, mode, "results", "jsonl").into();
+        request["rank_output"] = crate::ranks::rank_file(base, mode, "output", "log").into();
+    }
     write(
         &request_path,
         serde_json::to_string(&request)
@@ -353,6 +362,10 @@ pub fn run(
         let mut args = interpreter.args.clone();
         args.push("-u".into());
         args.push(base.join("harness").join("run_harness.py").into());
+        if ranks.is_some() {
+            // The harness replaces itself with torchrun, which starts one harness per rank.
+            args.push("--torchrun".into());
+        }
         args.push(request_path.into());
         (interpreter.program.clone().into_os_string(), args, None)
     };
@@ -392,6 +405,7 @@ pub fn run(
         shell: shell.is_some(),
         wall: Duration::ZERO,
         tail: String::new(),
+        ranks: Vec::new(),
     };
     match command.start() {
         Err(e) => outcome.spawn_error = Some(e.to_string()),
@@ -430,6 +444,9 @@ pub fn run(
     outcome.wall = started.elapsed();
     outcome.tail = tail(&log, 60, 6000);
     read_results(&results, &mut outcome);
+    if let Some(count) = ranks {
+        crate::ranks::collect(base, count, &mut outcome);
+    }
     // How long the interpreter took to reach the harness's first line (Python, site, conda run).
     let hello_at = outcome
         .hello
@@ -519,7 +536,7 @@ pub fn tail(path: &Path, lines: usize, bytes: u64) -> String {
     kept.join("\n")
 }
 
-fn read_results(path: &Path, outcome: &mut Outcome) {
+pub(crate) fn read_results(path: &Path, outcome: &mut Outcome) {
     let Ok(text) = std::fs::read_to_string(path) else {
         return;
     };
@@ -630,6 +647,7 @@ mod tests {
             shell: false,
             wall: Duration::ZERO,
             tail: String::new(),
+            ranks: Vec::new(),
         };
         read_results(&path, &mut outcome);
         assert!(outcome.hello.is_some());

@@ -151,6 +151,99 @@ fn skip_torchrun_options(mut rest: &[String]) -> &[String] {
     rest
 }
 
+/// The process count of a distributed launcher command line: torchrun's `--nproc_per_node`
+/// (`--nproc-per-node`), accelerate's `--num_processes`, deepspeed's `--num_gpus`, when it is a
+/// number (not `auto`, `gpu` or a shell variable).
+pub fn processes_in_words(words: &[String]) -> Option<u32> {
+    const FLAGS: &[&str] = &[
+        "--nproc_per_node",
+        "--nproc-per-node",
+        "--num_processes",
+        "--num-processes",
+        "--num_gpus",
+        "--num-gpus",
+    ];
+    let mut iter = words.iter().peekable();
+    while let Some(word) = iter.next() {
+        let (flag, value) = match word.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_owned())),
+            None => (word.as_str(), None),
+        };
+        if !FLAGS.contains(&flag) {
+            continue;
+        }
+        let value = value.or_else(|| iter.peek().map(|w| (*w).clone()))?;
+        return value
+            .trim_matches(['"', '\''])
+            .parse()
+            .ok()
+            .filter(|n| *n >= 1);
+    }
+    None
+}
+
+/// A launcher line (torchrun, `python -m torch.distributed.run`, `accelerate launch`,
+/// `deepspeed`) of a shell script, split into words (no shell expansion).
+fn launcher_lines(text: &str) -> impl Iterator<Item = Vec<String>> + '_ {
+    text.lines()
+        .map(|line| line.split('#').next().unwrap_or(""))
+        .filter(|line| {
+            line.contains("torchrun")
+                || line.contains("torch.distributed.run")
+                || line.contains("torch.distributed.launch")
+                || line.contains("accelerate launch")
+                || line.contains("deepspeed")
+        })
+        .map(|line| line.split_whitespace().map(str::to_owned).collect())
+}
+
+/// The process count the launch command asks for: its own launcher options, or for a shell
+/// script, the first launcher line of that script that sets a number.
+pub fn launch_processes(words: &[String], root: &Path) -> Option<u32> {
+    if let Some(n) = processes_in_words(words) {
+        return Some(n);
+    }
+    let script = words
+        .iter()
+        .take(2)
+        .find(|w| has_extension(Path::new(w), "sh"))?;
+    let text = std::fs::read_to_string(root.join(script)).ok()?;
+    launcher_lines(&text).find_map(|line| processes_in_words(&line))
+}
+
+/// Shell scripts of the project (its root and `scripts/`) with a launcher line that runs
+/// `entry` and sets a process count: `(script, count)`, sorted by script.
+pub fn project_launchers(root: &Path, entry: &str) -> Vec<(String, u32)> {
+    let name = Path::new(entry)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let mut found = Vec::new();
+    for dir in ["", "scripts"] {
+        let Ok(read) = std::fs::read_dir(root.join(dir)) else {
+            continue;
+        };
+        for item in read.flatten() {
+            let path = item.path();
+            if !has_extension(&path, "sh") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&path) else {
+                continue;
+            };
+            let count = launcher_lines(&text)
+                .filter(|line| line.iter().any(|w| w.ends_with(&name)))
+                .find_map(|line| processes_in_words(&line));
+            if let Some(count) = count {
+                let rel = path.strip_prefix(root).unwrap_or(&path);
+                found.push((rel.display().to_string(), count));
+            }
+        }
+    }
+    found.sort();
+    found
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -196,5 +289,42 @@ mod tests {
                 .unwrap_err()
                 .contains("does not exist")
         );
+    }
+
+    #[test]
+    fn process_counts_are_read_from_launchers_and_scripts() {
+        let dir = tempfile::tempdir().unwrap();
+        let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(
+            processes_in_words(&words("torchrun --nproc_per_node 8 train.py")),
+            Some(8)
+        );
+        assert_eq!(
+            processes_in_words(&words("torchrun --nproc-per-node=4 train.py")),
+            Some(4)
+        );
+        assert_eq!(
+            processes_in_words(&words("accelerate launch --num_processes 2 train.py")),
+            Some(2)
+        );
+        assert_eq!(
+            processes_in_words(&words("torchrun --nproc_per_node $NGPUS train.py")),
+            None
+        );
+        std::fs::create_dir(dir.path().join("scripts")).unwrap();
+        std::fs::write(
+            dir.path().join("scripts/ddp.sh"),
+            "#!/bin/bash\n# torchrun --nproc_per_node 16 old.py\nexport X=1\ntorchrun --standalone --nproc_per_node 8 train.py --config c.yaml\n",
+        )
+        .unwrap();
+        assert_eq!(
+            launch_processes(&words("bash scripts/ddp.sh"), dir.path()),
+            Some(8)
+        );
+        assert_eq!(
+            project_launchers(dir.path(), "train.py"),
+            [("scripts/ddp.sh".to_owned(), 8)]
+        );
+        assert!(project_launchers(dir.path(), "eval.py").is_empty());
     }
 }

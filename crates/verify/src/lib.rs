@@ -15,6 +15,7 @@ pub mod interpreter;
 pub mod launch;
 pub mod output;
 mod plan;
+pub mod ranks;
 pub mod report;
 mod session;
 pub mod statics;

@@ -12,7 +12,7 @@ pub const REPORT_VERSION: u32 = 1;
 /// What the emulated device cannot tell (`EMULATOR-NOTES.md`, "What the emulator cannot tell you").
 pub const EMULATION_LIMITS: &str = "results marked emulated ran on an emulated npu device on the CPU: they check \
 control flow, devices and dtypes, not Ascend numerics, per-operator dtype/shape support beyond the documented \
-cases, private formats, memory/OOM, streams, multiple devices, HCCL or graph mode";
+cases, private formats, memory/OOM, streams, HCCL itself (the emulated hccl runs gloo on the host) or graph mode";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

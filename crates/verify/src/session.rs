@@ -26,7 +26,7 @@ impl Session<'_> {
         Duration::from_secs(self.args.timeout)
     }
 
-    fn env(&self) -> Vec<(String, OsString)> {
+    fn env(&self, ranks: Option<u32>) -> Vec<(String, OsString)> {
         let mut env: Vec<(String, OsString)> = vec![
             ("PYTHONUNBUFFERED".into(), "1".into()),
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
@@ -50,7 +50,30 @@ impl Session<'_> {
             // emulator needs the npu device name for itself.
             env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
         }
+        if let Some(count) = ranks
+            && self.args.emulate_npu
+        {
+            // One emulated card per rank of this machine; hccl's gloo talks over loopback.
+            env.push(("NPU_EMULATOR_DEVICE_COUNT".into(), count.to_string().into()));
+            if std::env::var_os("GLOO_SOCKET_IFNAME").is_none() {
+                env.push(("GLOO_SOCKET_IFNAME".into(), "lo".into()));
+            }
+            // A rank waiting for a peer fails with gloo's timeout before verify's own.
+            let collective = (self.args.timeout / 3).max(5);
+            env.push((
+                "NPU_EMULATOR_COLLECTIVE_TIMEOUT".into(),
+                collective.to_string().into(),
+            ));
+        }
         env
+    }
+
+    /// How many processes `--pipeline` runs under torchrun: `--nproc-per-node`, else the count
+    /// the launch command after `--` (or the script it runs) sets when it is more than one.
+    fn processes(&self) -> Option<u32> {
+        self.args.nproc_per_node.or_else(|| {
+            crate::launch::launch_processes(&self.args.launch, &self.root).filter(|n| *n > 1)
+        })
     }
 
     fn base_request(&mut self) -> Option<serde_json::Value> {
@@ -112,6 +135,7 @@ impl Session<'_> {
         mode: &str,
         request: serde_json::Value,
         shell: Option<&[String]>,
+        ranks: Option<u32>,
     ) -> Option<harness::Outcome> {
         output::progress(
             self.args.quiet,
@@ -120,7 +144,7 @@ impl Session<'_> {
                 self.interpreter.info().command.join(" ")
             ),
         );
-        let env = self.env();
+        let env = self.env(ranks);
         let job = harness::Job {
             mode,
             request,
@@ -128,6 +152,7 @@ impl Session<'_> {
             env: &env,
             timeout: self.timeout(),
             shell,
+            ranks,
         };
         let outcome = match harness::run(&self.workspace, &self.interpreter, job) {
             Ok(o) => o,
@@ -152,6 +177,12 @@ impl Session<'_> {
                 .map(str::to_owned);
         }
         self.report.checks.extend(outcome.checks.iter().cloned());
+        if let Some(count) = ranks {
+            let mut check =
+                crate::ranks::ranks_check(mode, &outcome.ranks, count, self.args.nnodes);
+            check.emulated = self.args.emulate_npu;
+            self.report.checks.push(check);
+        }
         if let Some(check) = outcome.failure_check(&self.interpreter, self.timeout()) {
             self.report.checks.push(check);
         }
@@ -192,6 +223,40 @@ impl Session<'_> {
         if let Some(source) = &plan.info.config_source {
             let _ = write!(detail, "; config: {source}");
         }
+        let ranks = if self.args.pipeline {
+            self.processes()
+        } else {
+            None
+        };
+        if self.args.nnodes != 1 {
+            self.report.checks.push(Check::fail(
+                "entry",
+                format!(
+                    "--nnodes {}: verify starts the ranks of this machine only",
+                    self.args.nnodes
+                ),
+                "pre-flight one node with --nnodes 1 --nproc-per-node N; for a multi-node run set the rendezvous \
+                 and HCCL_IF_IP / HCCL_SOCKET_IFNAME on each node (see the guide's two-node section)",
+            ));
+            self.report.incomplete = true;
+            return;
+        }
+        match (ranks, &plan.entry_file) {
+            (Some(n), _) => {
+                let _ = write!(detail, "; {n} processes under torchrun (one per card)");
+            }
+            (None, Some(entry)) if self.args.pipeline => {
+                let launchers = crate::launch::project_launchers(&self.root, entry);
+                if let Some((script, n)) = launchers.iter().find(|(_, n)| *n > 1) {
+                    let _ = write!(
+                        detail,
+                        "; {script} runs it with {n} processes: add --nproc-per-node 2 (or more) to pre-flight \
+                         the distributed path"
+                    );
+                }
+            }
+            _ => {}
+        }
         self.report.checks.push(Check::pass("entry", detail));
         let launch = plan.launch.to_json(&self.root);
         let trains = plan.info.trains;
@@ -211,7 +276,14 @@ impl Session<'_> {
             request["apply_patcher"] = self.harness_applies.into();
             request["entry_trains"] = trains.into();
             let shell = shell_words.as_deref();
-            let Some(outcome) = self.harness(mode, request, shell) else {
+            let mode_ranks = if mode == "pipeline" { ranks } else { None };
+            if let Some(count) = mode_ranks {
+                request["distributed"] = serde_json::json!({
+                    "nproc_per_node": count,
+                    "nnodes": self.args.nnodes,
+                });
+            }
+            let Some(outcome) = self.harness(mode, request, shell, mode_ranks) else {
                 return;
             };
             if outcome.never_started() || outcome.interrupted {
@@ -225,7 +297,7 @@ impl Session<'_> {
         let Some(request) = self.base_request() else {
             return;
         };
-        let Some(outcome) = self.harness("runtime", request, None) else {
+        let Some(outcome) = self.harness("runtime", request, None, None) else {
             return;
         };
         if outcome.never_started() {

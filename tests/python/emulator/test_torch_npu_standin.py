@@ -318,12 +318,16 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         assert scripted(3) == 3
         # not fixed, as documented: string comparisons
         assert torch.device("cuda").type == "cuda"
-        try:
-            torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="tcp://127.0.0.1:9")
-        except Exception as error:  # the backend name was remapped before torch rejected it
-            assert "hccl" in str(error).lower(), error  # torch 2.1: "Unknown c10d backend type HCCL"
-        else:
-            raise AssertionError("init_process_group should fail without HCCL")
+        # nccl is remapped to hccl, which the emulator runs as gloo underneath
+        import tempfile
+        store = tempfile.NamedTemporaryFile(delete=False).name
+        torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
+        assert torch.distributed.get_backend() == "hccl", torch.distributed.get_backend()
+        assert torch.distributed.is_nccl_available() is True  # transfer_to_npu: is_nccl_available = is_hccl_available
+        total = torch.ones(2, device="cuda")
+        torch.distributed.all_reduce(total)
+        assert total.device.type == "npu" and total.tolist() == [1.0, 1.0]
+        torch.distributed.destroy_process_group()
         print("remapped", len(checks))
         """
     )

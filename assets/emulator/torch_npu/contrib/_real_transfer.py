@@ -243,5 +243,5 @@ def prepare(root: Path) -> None:
     if not hasattr(torch.storage.TypedStorage, "is_npu"):
         torch.storage.TypedStorage.is_npu = property(lambda self: self.device.type == "npu")  # type: ignore[attr-defined]
     if not hasattr(torch.distributed, "is_hccl_available"):
-        # torch_npu adds it at import; HCCL itself is not emulated (a "hccl" process group fails to start).
+        # torch_npu adds it at import (npu_emulator.install() does too; its hccl runs gloo underneath).
         torch.distributed.is_hccl_available = lambda: True  # type: ignore[attr-defined]

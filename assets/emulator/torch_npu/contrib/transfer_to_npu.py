@@ -9,7 +9,8 @@ that no pinned wheel pairs with, or ``NPU_EMULATOR_TRANSFER=standin``) the stand
 What the stand-in remaps (NPU-FACTS.md, "torch_npu basics"): "cuda" device arguments of the torch factory functions,
 ``Tensor.to`` / ``Module.to`` (including an int device), ``.cuda()`` -> ``.npu()``, ``is_cuda`` -> ``is_npu``,
 the ``torch.cuda`` functions -> ``torch.npu`` (including ``amp``), ``nccl`` -> ``hccl`` in
-``torch.distributed.init_process_group``, and ``torch.jit.script`` becomes a no-op. Like the real module it does
+``torch.distributed.init_process_group`` (and ``is_nccl_available`` answers as ``is_hccl_available``), and
+``torch.jit.script`` becomes a no-op. Like the real module it does
 NOT fix string comparisons (``device.type == "cuda"``), ``torch.device(0)`` or other positional int devices
 outside ``.to()``. DDP/FSDP/DeviceMesh are not remapped by this stand-in. There is no undo: import it in the
 process that should run remapped.
@@ -134,6 +135,8 @@ def _apply() -> None:
     torch.cuda.amp.autocast = torch_npu.npu.amp.autocast
     torch.cuda.amp.GradScaler = torch_npu.npu.amp.GradScaler
     torch.distributed.init_process_group = _init_process_group(torch.distributed.init_process_group)
+    if hasattr(torch.distributed, "is_hccl_available"):
+        torch.distributed.is_nccl_available = torch.distributed.is_hccl_available
     torch.jit.script = _script  # type: ignore[assignment]
     torch._npu_transfer_applied = True  # type: ignore[attr-defined]
 

@@ -104,7 +104,7 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
-                let Some(message) = compare(cmp).filter(|_| {
+                let Some(message) = compare(cx.semantic(), cmp).filter(|_| {
                     !gates_cuda_only_path(cx.semantic(), expr)
                         && !is_transfer_hint(cx.semantic(), expr)
                 }) else {
@@ -216,6 +216,24 @@ fn cuda_literal(expr: &Expr) -> Option<&str> {
     (is_cuda || s == "nccl").then_some(s.as_str())
 }
 
+/// The CUDA value a comparison operand stands for: a `"cuda"`/`"cuda:N"`/`"nccl"` literal, or
+/// torch's own constant for the NCCL backend (`dist.Backend.NCCL`, which is the string `"nccl"`;
+/// torch-npu 2.14.0 `contrib/transfer_to_npu.py` rewrites backend arguments in `_wrapper_hccl`
+/// and leaves `Backend` alone, so `dist.get_backend() == dist.Backend.NCCL` stays false on the NPU).
+fn cuda_value<'e>(sem: &Semantic<'_>, expr: &'e Expr) -> Option<&'e str> {
+    cuda_literal(expr).or_else(|| is_nccl_constant(sem, expr).then_some("nccl"))
+}
+
+fn is_nccl_constant(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    matches!(expr, Expr::Attribute(a) if a.attr.as_str() == "NCCL")
+        && [
+            "torch.distributed.Backend.NCCL",
+            "torch.distributed.distributed_c10d.Backend.NCCL",
+        ]
+        .iter()
+        .any(|name| sem.resolves_to(expr, name))
+}
+
 fn is_npu_literal(expr: &Expr) -> bool {
     matches!(expr, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s.starts_with("npu") || s == "hccl"))
 }
@@ -234,22 +252,22 @@ fn is_device_like(expr: &Expr) -> bool {
     })
 }
 
-fn compare(cmp: &ast::ExprCompare) -> Option<String> {
+fn compare(sem: &Semantic<'_>, cmp: &ast::ExprCompare) -> Option<String> {
     let mut left = cmp.left.as_ref();
     for (op, right) in cmp.ops.iter().zip(&cmp.comparators) {
         let hit = match op {
             CmpOp::Eq | CmpOp::NotEq | CmpOp::Is | CmpOp::IsNot => {
-                match (cuda_literal(left), cuda_literal(right)) {
+                match (cuda_value(sem, left), cuda_value(sem, right)) {
                     (Some(lit), None) if is_device_like(right) => Some(lit),
                     (None, Some(lit)) if is_device_like(left) => Some(lit),
                     _ => None,
                 }
             }
             CmpOp::In | CmpOp::NotIn => {
-                if let Some(lit) = cuda_literal(left) {
+                if let Some(lit) = cuda_value(sem, left) {
                     is_device_like(right).then_some(lit)
                 } else if is_device_like(left) {
-                    literal_list_without_npu(right)
+                    literal_list_without_npu(sem, right)
                 } else {
                     None
                 }
@@ -265,7 +283,7 @@ fn compare(cmp: &ast::ExprCompare) -> Option<String> {
 }
 
 /// A list/tuple/set literal naming `"cuda"` (or `"nccl"`) but not the NPU.
-fn literal_list_without_npu(expr: &Expr) -> Option<&str> {
+fn literal_list_without_npu<'e>(sem: &Semantic<'_>, expr: &'e Expr) -> Option<&'e str> {
     let elts = match expr {
         Expr::List(l) => &l.elts,
         Expr::Tuple(t) => &t.elts,
@@ -275,7 +293,7 @@ fn literal_list_without_npu(expr: &Expr) -> Option<&str> {
     if elts.iter().any(is_npu_literal) {
         return None;
     }
-    elts.iter().find_map(cuda_literal)
+    elts.iter().find_map(|e| cuda_value(sem, e))
 }
 
 fn comparison_message(lit: &str) -> String {
@@ -402,7 +420,7 @@ fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
                 }
             }
             // A comparison with "cuda" is reported on its own line, which points at the helper.
-            Expr::Compare(cmp) if compare(cmp).is_some() => return ControlFlow::Break(()),
+            Expr::Compare(cmp) if compare(sem, cmp).is_some() => return ControlFlow::Break(()),
             _ => {}
         }
         ControlFlow::Continue(())

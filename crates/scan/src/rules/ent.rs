@@ -501,21 +501,22 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             };
             let kind = if s == "nccl" {
                 if crate::remap::every(crate::remap::Version::nccl_becomes_hccl) {
-                    "\"nccl\" backend (becomes hccl under transfer_to_npu)"
+                    "\"nccl\" backend (becomes hccl under transfer_to_npu)".to_owned()
                 } else {
-                    "\"nccl\" backend (CUDA's collective library)"
+                    "\"nccl\" backend (CUDA's collective library)".to_owned()
                 }
             } else if is_cuda_device(s) {
                 device_string_note(sem)
             } else if s == "PYTORCH_CUDA_ALLOC_CONF" {
                 "`PYTORCH_CUDA_ALLOC_CONF` (the NPU allocator reads PYTORCH_NPU_ALLOC_CONF)"
+                    .to_owned()
             } else {
                 return None;
             };
             if in_comparison(sem) || is_docstring(sem) {
                 return None;
             }
-            Some(kind.to_owned())
+            Some(kind)
         }
         Expr::JoinedStr(j) => {
             let Some(Expr::Constant(c)) = j.values.first() else {
@@ -533,27 +534,38 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
 
 /// What becomes of a `"cuda"` device string, from the remap table: `transfer_to_npu` rewrites
 /// the device arguments of the calls it wraps (`torch.zeros(device="cuda")`, `x.to("cuda")`) and
-/// no others (`torch.device("cuda")` stays CUDA's). Said only when every pinned version agrees.
-fn device_string_note(sem: &Semantic<'_>) -> &'static str {
+/// no others (`torch.device("cuda")` stays CUDA's). A call only some pinned versions wrap
+/// (`init_device_mesh`, wrapped from the versions that have device meshes) names those versions.
+fn device_string_note(sem: &Semantic<'_>) -> String {
     let Some(Expr::Call(call)) = sem.parent_expr() else {
-        return "\"cuda\" device string (transfer_to_npu rewrites it only where it is passed to a call it wraps)";
+        return "\"cuda\" device string (transfer_to_npu rewrites it only where it is passed to a call it wraps)"
+            .to_owned();
     };
-    let wrapped = match sem.resolve(&call.func) {
-        Some(q) => q.rsplit_once('.').is_some_and(|(owner, name)| {
-            crate::remap::every(|v| v.wraps_device_argument(owner, name))
-        }),
+    let wraps = |v: &crate::remap::Version| match sem.resolve(&call.func) {
+        Some(q) => q
+            .rsplit_once('.')
+            .is_some_and(|(owner, name)| v.wraps_device_argument(owner, name)),
         None => match call.func.as_ref() {
-            Expr::Attribute(a) => crate::remap::every(|v| {
+            Expr::Attribute(a) => {
                 v.wraps_device_argument("torch.Tensor", a.attr.as_str())
                     || v.wraps_device_argument("torch.nn.Module", a.attr.as_str())
-            }),
+            }
             _ => false,
         },
     };
-    if wrapped {
-        "\"cuda\" device string (becomes npu under transfer_to_npu, which wraps this call)"
-    } else {
-        "\"cuda\" device string (transfer_to_npu does not wrap this call, so it stays CUDA's)"
+    if crate::remap::every(wraps) {
+        return "\"cuda\" device string (becomes npu under transfer_to_npu, which wraps this call)"
+            .to_owned();
+    }
+    match crate::remap::versions(wraps) {
+        Some(versions) => format!(
+            "\"cuda\" device string (becomes npu under the transfer_to_npu of {versions}, which wraps this \
+             call; older versions leave it CUDA's)"
+        ),
+        None => {
+            "\"cuda\" device string (transfer_to_npu does not wrap this call, so it stays CUDA's)"
+                .to_owned()
+        }
     }
 }
 

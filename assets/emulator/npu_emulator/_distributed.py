@@ -1,0 +1,254 @@
+"""``torch.distributed`` on the emulated device: an ``hccl`` backend that runs gloo underneath, and no NCCL.
+
+- ``hccl`` is registered as torch_npu registers it (``Backend.register_backend("hccl", ..., extended_api=True,
+  devices=["npu"])``, torch-npu 2.14.0 ``_init/registry/distributed.py``), so user code, ``transfer_to_npu``
+  (which rewrites ``nccl`` to ``hccl``, ``contrib/transfer_to_npu.py`` ``_wrapper_hccl``) and
+  ``dist.get_backend()`` all see ``hccl``. Its process group runs each collective with gloo on the host tensors
+  behind the device tensors, in place, so results land in the device tensors; DDP (parameter broadcast at
+  construction, gradient buckets), ``all_reduce``, ``broadcast``, ``all_gather``, ``reduce_scatter`` and
+  ``barrier`` work. Collectives are synchronous.
+- NCCL is unavailable, as with the CPU build of torch that torch_npu runs on: ``init_process_group("nccl")``
+  raises torch's own ``Distributed package doesn't have NCCL built in`` unless ``transfer_to_npu`` rewrote it.
+- ``NPU_EMULATOR_COLLECTIVE_TIMEOUT`` (seconds) caps the process group's timeout, so that a rank waiting for a
+  peer that never joins a collective fails with gloo's timeout instead of waiting for torch's default 30 minutes.
+- With more than one device, autograd runs backward on the calling thread (the autograd engine of a Python
+  backend has a device queue for ``npu:0`` only), and ``Tensor.to("npu")`` goes to the current device.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+from typing import Any
+
+import torch
+
+from npu_emulator import _devices
+from npu_emulator._errors import EmulatedNPUError, emulated_message
+
+TIMEOUT_ENV = "NPU_EMULATOR_COLLECTIVE_TIMEOUT"
+BACKEND = "hccl"
+
+
+def install() -> None:
+    """Called once by ``npu_emulator.install()``."""
+    if _devices.count() > 1:
+        torch._C._set_multithreading_enabled(False)
+        _devices.install_current_device_to()
+    import torch.distributed as dist
+
+    if not dist.is_available():
+        return
+    c10d = dist.distributed_c10d
+    # torch_npu runs on a CPU build of torch: no NCCL (NPU-FACTS.md, "torch_npu basics": the backend is hccl).
+    c10d._NCCL_AVAILABLE = False
+    if not hasattr(dist, "is_hccl_available"):
+        dist.is_hccl_available = lambda: True  # type: ignore[attr-defined]
+    if BACKEND.upper() not in dist.Backend._plugins:
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["npu"])
+
+
+def _timeout(given: datetime.timedelta | None) -> datetime.timedelta:
+    raw = os.environ.get(TIMEOUT_ENV, "").strip()
+    try:
+        cap = datetime.timedelta(seconds=float(raw)) if raw else None
+    except ValueError:
+        cap = None
+    if given is None:
+        return cap or datetime.timedelta(minutes=30)
+    return min(given, cap) if cap is not None and cap.total_seconds() > 0 else given
+
+
+def _create(opts: Any, pg_options: Any) -> Any:
+    del pg_options
+    import torch.distributed as dist
+
+    timeout = _timeout(opts.timeout)
+    gloo = dist.ProcessGroupGloo(opts.store, opts.group_rank, opts.group_size, timeout)
+    group = _group_class()(opts.group_rank, opts.group_size, gloo, timeout)
+    # Collectives that go through torch's dispatcher (functional collectives of FSDP and DTensor) reach
+    # gloo with the host tensors the device tensors unwrap to; the group's name lives on its backend.
+    gloo_type = dist.ProcessGroup.BackendType.GLOO
+    group._register_backend(torch.device("cpu"), gloo_type, gloo)
+    group._set_default_backend(gloo_type)
+    return group
+
+
+_CLASSES: dict[str, type] = {}
+
+
+def _group_class() -> type:
+    """The process group and work classes, built on first use (``torch.distributed`` imports lazily)."""
+    found = _CLASSES.get("group")
+    if found is not None:
+        return found
+    import torch.distributed as dist
+
+    class EmulatedHCCLWork(dist._Work):  # type: ignore[misc, name-defined]
+        """A finished collective: the emulated collectives run synchronously."""
+
+        def __init__(self, result: Any) -> None:
+            super().__init__()
+            self._result = result
+            self._future: Any = None
+
+        def wait(self, timeout: Any = None) -> bool:
+            del timeout
+            return True
+
+        def is_completed(self) -> bool:
+            return True
+
+        def is_success(self) -> bool:
+            return True
+
+        def get_future(self) -> Any:
+            if self._future is None:
+                self._future = torch.futures.Future()
+                self._future.set_result(self._result)
+            return self._future
+
+    class EmulatedHCCL(dist.ProcessGroup):  # type: ignore[misc]
+        """The ``hccl`` process group of the emulated device: gloo on the host copies of device tensors."""
+
+        def __init__(self, rank: int, size: int, gloo: Any, timeout: datetime.timedelta) -> None:
+            super().__init__(rank, size)
+            self._gloo = gloo
+            self.timeout = timeout
+
+        def getBackendName(self) -> str:  # noqa: N802 - torch's method name
+            return BACKEND
+
+        def name(self) -> str:
+            return BACKEND
+
+        def _run(self, call: Any, tensors: list[Any], result: Any) -> Any:
+            hosts, back = [], []
+            for tensor in tensors:
+                host, copy_back = _host(tensor)
+                hosts.append(host)
+                if copy_back is not None:
+                    back.append(copy_back)
+            call(hosts).wait()
+            for copy_back in back:
+                copy_back()
+            return EmulatedHCCLWork(result)
+
+        def allreduce(self, tensors: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.AllreduceOptions()
+            if not isinstance(tensors, list):
+                tensors = [tensors]
+            return self._run(lambda h: self._gloo.allreduce(h, opts), tensors, tensors)
+
+        def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+            return self._run(lambda h: self._gloo.allreduce_coalesced(h, opts), tensors, tensors)
+
+        def broadcast(self, tensors: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.BroadcastOptions()
+            if not isinstance(tensors, list):
+                tensors = [tensors]
+            return self._run(lambda h: self._gloo.broadcast(h, opts), tensors, tensors)
+
+        def reduce(self, tensors: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.ReduceOptions()
+            return self._run(lambda h: self._gloo.reduce(h, opts), tensors, tensors)
+
+        def allgather(self, output_lists: Any, inputs: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.AllgatherOptions()
+            flat = [t for group in output_lists for t in group]
+            sizes = [len(group) for group in output_lists]
+
+            def call(hosts: list[Any]) -> Any:
+                outs, start = [], 0
+                for size in sizes:
+                    outs.append(hosts[start : start + size])
+                    start += size
+                return self._gloo.allgather(outs, hosts[start:], opts)
+
+            return self._run(call, [*flat, *inputs], output_lists)
+
+        def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> Any:  # noqa: A002
+            opts = opts if opts is not None else dist.AllgatherOptions()
+            return self._run(lambda h: self._gloo._allgather_base(h[0], h[1], opts), [output, input], output)
+
+        def reduce_scatter(self, outputs: Any, input_lists: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.ReduceScatterOptions()
+            flat = [t for group in input_lists for t in group]
+            sizes = [len(group) for group in input_lists]
+
+            def call(hosts: list[Any]) -> Any:
+                count = len(outputs)
+                ins, start = [], count
+                for size in sizes:
+                    ins.append(hosts[start : start + size])
+                    start += size
+                return self._gloo.reduce_scatter(hosts[:count], ins, opts)
+
+            return self._run(call, [*outputs, *flat], outputs)
+
+        def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> Any:  # noqa: A002
+            opts = opts if opts is not None else dist.ReduceScatterOptions()
+            return self._run(
+                lambda h: self._gloo._reduce_scatter_base(h[0], h[1], opts), [output, input], output
+            )
+
+        def gather(self, output_lists: Any, inputs: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.GatherOptions()
+            flat = [t for group in output_lists for t in group]
+            sizes = [len(group) for group in output_lists]
+
+            def call(hosts: list[Any]) -> Any:
+                outs, start = [], 0
+                for size in sizes:
+                    outs.append(hosts[start : start + size])
+                    start += size
+                return self._gloo.gather(outs, hosts[start:], opts)
+
+            return self._run(call, [*flat, *inputs], output_lists)
+
+        def scatter(self, outputs: Any, input_lists: Any, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.ScatterOptions()
+            flat = [t for group in input_lists for t in group]
+            sizes = [len(group) for group in input_lists]
+
+            def call(hosts: list[Any]) -> Any:
+                count = len(outputs)
+                ins, start = [], count
+                for size in sizes:
+                    ins.append(hosts[start : start + size])
+                    start += size
+                return self._gloo.scatter(hosts[:count], ins, opts)
+
+            return self._run(call, [*outputs, *flat], outputs)
+
+        def barrier(self, opts: Any = None) -> Any:
+            opts = opts if opts is not None else dist.BarrierOptions()
+            self._gloo.barrier(opts).wait()
+            return EmulatedHCCLWork([])
+
+        def send(self, tensors: Any, dst: int, tag: int = 0) -> Any:
+            return self._run(lambda h: self._gloo.send(h, dst, tag), tensors, tensors)
+
+        def recv(self, tensors: Any, src: int, tag: int = 0) -> Any:
+            return self._run(lambda h: self._gloo.recv(h, src, tag), tensors, tensors)
+
+    _CLASSES["group"] = EmulatedHCCL
+    return EmulatedHCCL
+
+
+def _host(tensor: Any) -> tuple[torch.Tensor, Any]:
+    """The host tensor gloo works on for ``tensor``, and a callable copying a contiguous stand-in back (or None)."""
+    from npu_emulator._tensor import NPUTensor
+
+    if isinstance(tensor, NPUTensor):
+        elem = tensor.elem
+    elif isinstance(tensor, torch.Tensor) and tensor.device.type == "cpu":
+        elem = tensor
+    else:
+        detail = f"an hccl collective got a {getattr(tensor, 'device', type(tensor).__name__)} tensor"
+        raise EmulatedNPUError(emulated_message("Tensors must be npu or cpu tensors", detail, "the emulated hccl"))
+    if elem.is_contiguous():
+        return elem, None
+    dense = elem.contiguous()
+    return dense, lambda: elem.copy_(dense)

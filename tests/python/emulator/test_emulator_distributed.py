@@ -1,0 +1,202 @@
+"""Several emulated devices and the emulated ``hccl`` backend, each run in fresh processes (the device count is
+read once per process, and torchrun starts one process per rank)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
+
+PRELUDE = f"""
+import os, sys
+sys.path.insert(0, {str(EMULATOR)!r})
+import torch, npu_emulator
+npu_emulator.install()
+import torch.distributed as dist
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update({"CUDA_VISIBLE_DEVICES": "", "TORCH_DEVICE_BACKEND_AUTOLOAD": "0", "GLOO_SOCKET_IFNAME": "lo"})
+    env.update(extra)
+    return env
+
+
+def _python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", PRELUDE + textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_env(**env),
+    )
+
+
+def _torchrun(tmp_path: Path, code: str, nproc: int = 2, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "rank.py"
+    script.write_text(PRELUDE + textwrap.dedent(code))
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1"]
+    command += ["--nproc_per_node", str(nproc), str(script)]
+    return subprocess.run(
+        command,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env=_env(NPU_EMULATOR_DEVICE_COUNT=str(nproc), **env),
+        cwd=tmp_path,
+    )
+
+
+def test_devices_are_counted_and_selected() -> None:
+    done = _python(
+        """
+        assert torch.npu.device_count() == 3
+        assert torch.npu.current_device() == 0
+        assert torch.zeros(1, device="npu").device == torch.device("npu:0")
+        torch.npu.set_device(2)
+        x = torch.ones(2, device="npu")
+        assert x.device == torch.device("npu:2"), x.device
+        with torch.npu.device(1):
+            assert torch.zeros(1, device="npu").device.index == 1
+        assert torch.npu.current_device() == 2
+        model = torch.nn.Linear(2, 1).to("npu:1")
+        model(torch.ones(4, 2).to("npu:1")).sum().backward()
+        assert model.weight.grad.device == torch.device("npu:1")
+        assert x.to("npu:0").device.index == 0 and x.cpu().device.type == "cpu"
+        assert "npu:2" in repr(x)
+        try:
+            torch.zeros(1, device="npu:3")
+        except npu_emulator.EmulatedNPUError as error:
+            assert "npu:0 to npu:2" in str(error), error
+        else:
+            raise AssertionError("npu:3 does not exist")
+        print("ok")
+        """,
+        NPU_EMULATOR_DEVICE_COUNT="3",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ok"
+
+
+def test_two_devices_in_one_op_fail_like_torch() -> None:
+    done = _python(
+        """
+        a = torch.ones(2, device="npu:0")
+        b = torch.ones(2, device="npu:1")
+        try:
+            a + b
+        except npu_emulator.EmulatedNPUError as error:
+            assert error.group == "device_mismatch"
+            print(str(error).split(" [")[0])
+        a.copy_(b)  # copies between devices are allowed
+        """,
+        NPU_EMULATOR_DEVICE_COUNT="2",
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == (
+        "Expected all tensors to be on the same device, but found at least two devices, npu:0 and npu:1!"
+    )
+
+
+def test_nccl_is_not_built_in_without_transfer_to_npu() -> None:
+    done = _python(
+        """
+        import tempfile
+        assert not dist.is_nccl_available() and dist.is_hccl_available()
+        try:
+            dist.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
+        except RuntimeError as error:
+            print(error)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "Distributed package doesn't have NCCL built in"
+
+
+def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
+    done = _torchrun(
+        tmp_path,
+        """
+        rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("hccl")
+        torch.npu.set_device(rank)
+        torch.manual_seed(rank)  # different initial weights: DDP's broadcast makes them equal
+        model = torch.nn.Linear(4, 2).to("npu")
+        ddp = torch.nn.parallel.DistributedDataParallel(model, device_ids=[rank])
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+        for _ in range(2):
+            ddp(torch.randn(8, 4, device="npu")).pow(2).mean().backward()  # different data per rank
+            opt.step()
+            opt.zero_grad()
+        gathered = [torch.zeros(2, 4, device="npu") for _ in range(2)]
+        dist.all_gather(gathered, model.weight.detach())
+        total = torch.tensor([float(rank + 1)], device="npu")
+        dist.all_reduce(total)
+        dist.barrier()
+        with open(f"rank{rank}.txt", "w") as out:  # the ranks share stdout: their lines may interleave
+            out.write(f"rank {rank} {dist.get_backend()} {model.weight.device} "
+                      f"{torch.equal(gathered[0].cpu(), gathered[1].cpu())} {total.item()}")
+        dist.destroy_process_group()
+        """,
+    )
+    assert done.returncode == 0, done.stderr
+    lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert lines == ["rank 0 hccl npu:0 True 3.0", "rank 1 hccl npu:1 True 3.0"], done.stdout
+
+
+def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
+    started = time.monotonic()
+    done = _torchrun(
+        tmp_path,
+        """
+        import datetime, time
+        rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("hccl", timeout=datetime.timedelta(minutes=30))
+        torch.npu.set_device(rank)
+        if rank == 0:
+            dist.all_reduce(torch.ones(1, device="npu"))
+        else:
+            time.sleep(60)  # never joins the all_reduce
+        """,
+        timeout=90,
+        NPU_EMULATOR_COLLECTIVE_TIMEOUT="3",
+    )
+    assert done.returncode != 0
+    assert time.monotonic() - started < 45
+    assert "Timed out" in done.stderr or "timed out" in done.stderr.lower(), done.stderr[-3000:]
+
+
+def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
+    done = _torchrun(
+        tmp_path,
+        """
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import fully_shard
+        rank = int(os.environ["LOCAL_RANK"])
+        dist.init_process_group("hccl")
+        torch.npu.set_device(rank)
+        mesh = init_device_mesh("npu", (2,))
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(), torch.nn.Linear(8, 2)).to("npu")
+        fully_shard(model, mesh=mesh)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(2):
+            model(torch.randn(8, 4, device="npu")).pow(2).mean().backward()
+            opt.step()
+            opt.zero_grad()
+        full = model[0].weight.full_tensor()
+        with open(f"rank{rank}.txt", "w") as out:
+            out.write(f"rank {rank} {mesh.device_type} {model[0].weight.to_local().device} {tuple(full.shape)}")
+        """,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
+    assert lines == ["rank 0 npu npu:0 (8, 4)", "rank 1 npu npu:1 (8, 4)"], done.stdout
