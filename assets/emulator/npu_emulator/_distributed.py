@@ -30,8 +30,18 @@ TIMEOUT_ENV = "NPU_EMULATOR_COLLECTIVE_TIMEOUT"
 BACKEND = "hccl"
 
 
-def install() -> None:
-    """Called once by ``npu_emulator.install()``."""
+UNSUPPORTED = (
+    "the emulated hccl process group needs torch >= 2.10's Python device backend; torch {version} runs the "
+    "emulator through its C++ extension, where DDP's and FSDP's collectives on device tensors are not emulated"
+)
+
+
+def install(python_backend: bool = True) -> None:
+    """Called once by ``npu_emulator.install()``; ``python_backend``: the device is torch >= 2.10's Python backend.
+
+    On older torch ``hccl`` is still registered (``transfer_to_npu`` and ``dist.get_backend()`` name it), but
+    starting its process group raises :class:`EmulatedNPUError` saying why.
+    """
     if _devices.count() > 1:
         torch._C._set_multithreading_enabled(False)
         _devices.install_current_device_to()
@@ -45,7 +55,14 @@ def install() -> None:
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = lambda: True  # type: ignore[attr-defined]
     if BACKEND.upper() not in dist.Backend._plugins:
-        dist.Backend.register_backend(BACKEND, _create, extended_api=True, devices=["npu"])
+        creator = _create if python_backend else _unsupported
+        dist.Backend.register_backend(BACKEND, creator, extended_api=True, devices=["npu"])
+
+
+def _unsupported(opts: Any, pg_options: Any) -> Any:
+    del opts, pg_options
+    detail = UNSUPPORTED.format(version=torch.__version__)
+    raise EmulatedNPUError(emulated_message("cannot start the hccl process group", detail, "use torch >= 2.10"))
 
 
 def _timeout(given: datetime.timedelta | None) -> datetime.timedelta:

@@ -154,7 +154,7 @@ def install() -> None:
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()
-    _distributed.install()
+    _distributed.install(python_backend=_state["backend"] == "python")
 
 
 def backend() -> str | None:

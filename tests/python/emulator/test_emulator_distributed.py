@@ -10,6 +10,9 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+import torch.utils.backend_registration
+
 EMULATOR = Path(__file__).resolve().parents[3] / "assets" / "emulator"
 
 PRELUDE = f"""
@@ -19,6 +22,14 @@ import torch, npu_emulator
 npu_emulator.install()
 import torch.distributed as dist
 """
+
+
+# torch >= 2.10 registers the device from Python; older torch runs the emulator through its C++ extension, where
+# the hccl process group is not emulated (it raises and says why; see the last test).
+PYTHON_BACKEND = hasattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend")
+needs_hccl = pytest.mark.skipif(
+    not PYTHON_BACKEND, reason="the emulated hccl process group needs torch >= 2.10's Python device backend"
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -121,6 +132,7 @@ def test_nccl_is_not_built_in_without_transfer_to_npu() -> None:
     assert done.stdout.strip() == "Distributed package doesn't have NCCL built in"
 
 
+@needs_hccl
 def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
     done = _torchrun(
         tmp_path,
@@ -152,6 +164,7 @@ def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
     assert lines == ["rank 0 hccl npu:0 True 3.0", "rank 1 hccl npu:1 True 3.0"], done.stdout
 
 
+@needs_hccl
 def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
     started = time.monotonic()
     done = _torchrun(
@@ -174,6 +187,7 @@ def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
     assert "Timed out" in done.stderr or "timed out" in done.stderr.lower(), done.stderr[-3000:]
 
 
+@needs_hccl
 def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
     done = _torchrun(
         tmp_path,
@@ -200,3 +214,19 @@ def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     lines = [(tmp_path / f"rank{rank}.txt").read_text() for rank in (0, 1)]
     assert lines == ["rank 0 npu npu:0 (8, 4)", "rank 1 npu npu:1 (8, 4)"], done.stdout
+
+
+@pytest.mark.skipif(PYTHON_BACKEND, reason="torch >= 2.10 emulates the hccl process group")
+def test_hccl_says_why_it_cannot_start_on_older_torch() -> None:
+    done = _python(
+        """
+        import tempfile
+        from npu_emulator import EmulatedNPUError
+        try:
+            dist.init_process_group("hccl", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
+        except EmulatedNPUError as error:
+            print(error)
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert "hccl process group needs torch >= 2.10" in done.stdout, done.stdout

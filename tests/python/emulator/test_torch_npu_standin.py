@@ -287,6 +287,7 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         warnings.simplefilter("ignore")
         sys.path.insert(0, {str(EMULATOR)!r})
         import torch
+        import npu_emulator
         from torch_npu.contrib import transfer_to_npu
         print(transfer_to_npu.SOURCE)
         if transfer_to_npu.SOURCE == "stand-in":
@@ -321,13 +322,21 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         # nccl is remapped to hccl, which the emulator runs as gloo underneath
         import tempfile
         store = tempfile.NamedTemporaryFile(delete=False).name
-        torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
-        assert torch.distributed.get_backend() == "hccl", torch.distributed.get_backend()
         assert torch.distributed.is_nccl_available() is True  # transfer_to_npu: is_nccl_available = is_hccl_available
-        total = torch.ones(2, device="cuda")
-        torch.distributed.all_reduce(total)
-        assert total.device.type == "npu" and total.tolist() == [1.0, 1.0]
-        torch.distributed.destroy_process_group()
+        if npu_emulator._install.backend() == "python":
+            torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
+            assert torch.distributed.get_backend() == "hccl", torch.distributed.get_backend()
+            total = torch.ones(2, device="cuda")
+            torch.distributed.all_reduce(total)
+            assert total.device.type == "npu" and total.tolist() == [1.0, 1.0]
+            torch.distributed.destroy_process_group()
+        else:  # torch < 2.10: the hccl group is not emulated, and says so under the remapped name
+            try:
+                torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
+            except npu_emulator.EmulatedNPUError as error:
+                assert "hccl process group" in str(error), error
+            else:
+                raise AssertionError("the hccl process group should not start on this torch")
         print("remapped", len(checks))
         """
     )
