@@ -118,7 +118,7 @@ fn extract_dir(name: &'static str, base: &Path) -> Result<(), Error> {
 }
 
 /// What one harness process produced.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 #[allow(
     clippy::struct_excessive_bools,
     reason = "independent facts about how the process ended"
@@ -392,20 +392,9 @@ pub fn run(
     let spawned_at = std::time::SystemTime::now();
     let mut outcome = Outcome {
         mode: mode.to_owned(),
-        checks: Vec::new(),
-        facts: serde_json::Map::new(),
-        hello: None,
-        done: false,
-        exit_code: None,
-        signal: None,
-        timed_out: false,
-        interrupted: false,
-        spawn_error: None,
         program: program.to_string_lossy().into_owned(),
         shell: shell.is_some(),
-        wall: Duration::ZERO,
-        tail: String::new(),
-        ranks: Vec::new(),
+        ..Outcome::default()
     };
     match command.start() {
         Err(e) => outcome.spawn_error = Some(e.to_string()),
@@ -634,20 +623,7 @@ mod tests {
         .unwrap();
         let mut outcome = Outcome {
             mode: "runtime".into(),
-            checks: vec![],
-            facts: serde_json::Map::new(),
-            hello: None,
-            done: false,
-            exit_code: None,
-            signal: None,
-            timed_out: false,
-            interrupted: false,
-            spawn_error: None,
-            program: String::new(),
-            shell: false,
-            wall: Duration::ZERO,
-            tail: String::new(),
-            ranks: Vec::new(),
+            ..Outcome::default()
         };
         read_results(&path, &mut outcome);
         assert!(outcome.hello.is_some());

@@ -13,7 +13,6 @@ use serde_json::{Value, json};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 /// What one rank's harness wrote.
 #[derive(Debug, Clone)]
@@ -100,20 +99,7 @@ pub(crate) fn collect(base: &Path, count: u32, outcome: &mut Outcome) {
 fn empty(mode: &str) -> Outcome {
     Outcome {
         mode: mode.to_owned(),
-        checks: Vec::new(),
-        facts: serde_json::Map::new(),
-        hello: None,
-        done: false,
-        exit_code: None,
-        signal: None,
-        timed_out: false,
-        interrupted: false,
-        spawn_error: None,
-        program: String::new(),
-        shell: false,
-        wall: Duration::ZERO,
-        tail: String::new(),
-        ranks: Vec::new(),
+        ..Outcome::default()
     }
 }
 
