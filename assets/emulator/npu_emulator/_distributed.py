@@ -91,6 +91,15 @@ def _create(opts: Any, pg_options: Any) -> Any:
     return group
 
 
+def _regroup(hosts: list[Any], start: int, sizes: list[int]) -> tuple[list[list[Any]], int]:
+    """``hosts`` from ``start`` cut back into the nested lists of ``sizes`` a collective takes; and where they end."""
+    groups = []
+    for size in sizes:
+        groups.append(hosts[start : start + size])
+        start += size
+    return groups, start
+
+
 _CLASSES: dict[str, type] = {}
 
 
@@ -177,11 +186,8 @@ def _group_class() -> type:
             sizes = [len(group) for group in output_lists]
 
             def call(hosts: list[Any]) -> Any:
-                outs, start = [], 0
-                for size in sizes:
-                    outs.append(hosts[start : start + size])
-                    start += size
-                return self._gloo.allgather(outs, hosts[start:], opts)
+                outs, end = _regroup(hosts, 0, sizes)
+                return self._gloo.allgather(outs, hosts[end:], opts)
 
             return self._run(call, [*flat, *inputs], output_lists)
 
@@ -196,10 +202,7 @@ def _group_class() -> type:
 
             def call(hosts: list[Any]) -> Any:
                 count = len(outputs)
-                ins, start = [], count
-                for size in sizes:
-                    ins.append(hosts[start : start + size])
-                    start += size
+                ins, _ = _regroup(hosts, count, sizes)
                 return self._gloo.reduce_scatter(hosts[:count], ins, opts)
 
             return self._run(call, [*outputs, *flat], outputs)
@@ -216,11 +219,8 @@ def _group_class() -> type:
             sizes = [len(group) for group in output_lists]
 
             def call(hosts: list[Any]) -> Any:
-                outs, start = [], 0
-                for size in sizes:
-                    outs.append(hosts[start : start + size])
-                    start += size
-                return self._gloo.gather(outs, hosts[start:], opts)
+                outs, end = _regroup(hosts, 0, sizes)
+                return self._gloo.gather(outs, hosts[end:], opts)
 
             return self._run(call, [*flat, *inputs], output_lists)
 
@@ -231,10 +231,7 @@ def _group_class() -> type:
 
             def call(hosts: list[Any]) -> Any:
                 count = len(outputs)
-                ins, start = [], count
-                for size in sizes:
-                    ins.append(hosts[start : start + size])
-                    start += size
+                ins, _ = _regroup(hosts, count, sizes)
                 return self._gloo.scatter(hosts[:count], ins, opts)
 
             return self._run(call, [*outputs, *flat], outputs)
