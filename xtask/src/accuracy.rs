@@ -44,6 +44,10 @@ pub struct Args {
 
 /// The `--corpus` mode and its flags.
 #[derive(clap::Args, Default)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent command-line flags"
+)]
 pub struct CorpusArgs {
     /// Measure on the real-code corpus instead (`corpus/`: download, scan, compare with the
     /// hand labels and the baseline).
@@ -55,6 +59,14 @@ pub struct CorpusArgs {
     /// With `--corpus`: fail on a malformed label row (as CI does).
     #[arg(long, requires = "enabled")]
     pub strict_labels: bool,
+    /// With `--corpus`: also the GitHub part, the manifest's repositories read from local git
+    /// mirrors (see `--git-mirrors`).
+    #[arg(long, requires = "enabled")]
+    pub git: bool,
+    /// With `--git`: the directory of the git mirrors, `DIR/<owner>+<name>[/repo]` (default:
+    /// `$NPU_PATCHER_CORPUS_GIT_MIRRORS`).
+    #[arg(long, value_name = "DIR", requires = "git")]
+    pub git_mirrors: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq)]
@@ -123,6 +135,9 @@ pub fn run(args: &Args) -> Result<()> {
             strict_labels: args.corpus.strict_labels,
             update_baseline: args.corpus.update_baseline,
             verbose: args.verbose,
+            git: args.corpus.git.then(|| crate::corpus::GitPart {
+                mirrors: args.corpus.git_mirrors.clone(),
+            }),
         });
     }
     if args.rules_doc == Some(RulesDoc::Write) {

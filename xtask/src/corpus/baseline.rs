@@ -2,7 +2,8 @@
 //! so a rule change shows what it adds and removes on real code (like ruff's ecosystem check).
 //!
 //! One row per finding, sorted: `file  line  pattern  message`. Rows are compared whole, so a
-//! changed message shows as one vanished and one new row.
+//! changed message shows as one vanished and one new row. The rows of a part of the corpus
+//! that is not loaded (the GitHub part without `--git`) are neither diffed nor dropped.
 
 use super::score::Finding;
 use anyhow::{Context, Result, bail};
@@ -13,10 +14,11 @@ use std::path::Path;
 
 const HEADER: &str = "# file\tline\tpattern\tmessage\n# Written by `cargo xtask accuracy --corpus --update-baseline`; do not edit.\n";
 
-type Key = (String, u32, String, String);
+/// `(file, line, pattern, message)`.
+pub type Row = (String, u32, String, String);
 
 /// The baseline rows; `None` when there is no baseline yet.
-pub fn read(path: &Path) -> Result<Option<BTreeSet<Key>>> {
+pub fn read(path: &Path) -> Result<Option<BTreeSet<Row>>> {
     let text = match fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
@@ -42,7 +44,7 @@ pub fn read(path: &Path) -> Result<Option<BTreeSet<Key>>> {
     Ok(Some(rows))
 }
 
-fn rows(findings: &[Finding]) -> BTreeSet<Key> {
+fn rows(findings: &[Finding]) -> BTreeSet<Row> {
     findings
         .iter()
         .map(|f| {
@@ -56,19 +58,27 @@ fn rows(findings: &[Finding]) -> BTreeSet<Key> {
         .collect()
 }
 
-/// The baseline file's text for `findings`.
-pub fn render(findings: &[Finding]) -> String {
+/// `rows` split into those of the trees in `unloaded` and the others.
+pub fn split(rows: BTreeSet<Row>, unloaded: &BTreeSet<String>) -> (BTreeSet<Row>, BTreeSet<Row>) {
+    rows.into_iter()
+        .partition(|row| unloaded.contains(super::tree_of(&row.0)))
+}
+
+/// The baseline file's text for `findings`, plus the `kept` rows of parts not loaded.
+pub fn render(findings: &[Finding], kept: &BTreeSet<Row>) -> String {
     let mut out = HEADER.to_owned();
-    for (file, line, pattern, message) in rows(findings) {
+    let mut all = rows(findings);
+    all.extend(kept.iter().cloned());
+    for (file, line, pattern, message) in all {
         let _ = writeln!(out, "{file}\t{line}\t{pattern}\t{message}");
     }
     out
 }
 
 /// New and vanished findings against `baseline`: their counts and the sorted `+`/`-` lines.
-pub fn diff(baseline: &BTreeSet<Key>, findings: &[Finding]) -> (usize, usize, String) {
+pub fn diff(baseline: &BTreeSet<Row>, findings: &[Finding]) -> (usize, usize, String) {
     let current = rows(findings);
-    let mut changes: Vec<(&Key, char)> = current
+    let mut changes: Vec<(&Row, char)> = current
         .difference(baseline)
         .map(|k| (k, '+'))
         .chain(baseline.difference(&current).map(|k| (k, '-')))
@@ -102,11 +112,46 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("baseline.tsv");
         assert!(read(&path).unwrap().is_none());
-        fs::write(&path, render(&[finding(3, "P_FLA"), finding(9, "P_DEV")])).unwrap();
+        fs::write(
+            &path,
+            render(
+                &[finding(3, "P_FLA"), finding(9, "P_DEV")],
+                &BTreeSet::new(),
+            ),
+        )
+        .unwrap();
         let baseline = read(&path).unwrap().unwrap();
         assert_eq!(baseline.len(), 2);
         let (added, vanished, text) = diff(&baseline, &[finding(3, "P_FLA"), finding(5, "P_ENT")]);
         assert_eq!((added, vanished), (1, 1));
         assert_eq!(text, "+ P_ENT d-1/a.py:5  a b\n- P_DEV d-1/a.py:9  a b\n");
+    }
+
+    #[test]
+    fn rows_of_a_part_not_loaded_are_kept_and_not_diffed() {
+        let repo_row: Row = (
+            "repo-0123456789ab/m.py".to_owned(),
+            4,
+            "P_DEV".to_owned(),
+            "m".to_owned(),
+        );
+        let mut rows = BTreeSet::from([repo_row.clone()]);
+        rows.extend(super::rows(&[finding(3, "P_FLA")]));
+        let unloaded = BTreeSet::from(["repo-0123456789ab".to_owned()]);
+        let (kept, compared) = split(rows, &unloaded);
+        assert_eq!(kept, BTreeSet::from([repo_row]));
+        let (added, vanished, text) = diff(&compared, &[finding(3, "P_FLA")]);
+        assert_eq!((added, vanished, text.as_str()), (0, 0, ""));
+        let written = render(&[finding(5, "P_ENT")], &kept);
+        assert_eq!(
+            written
+                .lines()
+                .filter(|l| !l.starts_with('#'))
+                .collect::<Vec<_>>(),
+            [
+                "d-1/a.py\t5\tP_ENT\ta b",
+                "repo-0123456789ab/m.py\t4\tP_DEV\tm"
+            ]
+        );
     }
 }

@@ -22,6 +22,9 @@ pub struct Manifest {
     #[allow(dead_code, reason = "documentation for readers of the manifest")]
     pub about: String,
     pub distributions: Vec<Distribution>,
+    /// The GitHub part (`--git`): pinned commits of repositories.
+    #[serde(default)]
+    pub repositories: Vec<super::git::Repository>,
 }
 
 #[derive(Deserialize, Clone, Copy, PartialEq, Eq, Debug)]
@@ -76,6 +79,14 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
                 d.dir_name(),
                 d.filename
             );
+        }
+    }
+    for r in &manifest.repositories {
+        if let Some(problem) = super::git::problem(r) {
+            bail!("{}: repository {}: {problem}", path.display(), r.repo);
+        }
+        if !names.insert(r.dir_name()) {
+            bail!("{}: {} is listed twice", path.display(), r.dir_name());
         }
     }
     Ok(manifest)
@@ -285,6 +296,14 @@ mod tests {
                 d.filename.ends_with(suffix) || d.name == "torchrl",
                 "{}",
                 d.dir_name()
+            );
+        }
+        assert!(!manifest.repositories.is_empty());
+        for r in &manifest.repositories {
+            assert!(
+                r.repo.ends_with(&format!("/{}", r.name)),
+                "{}",
+                r.dir_name()
             );
         }
     }

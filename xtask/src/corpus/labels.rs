@@ -3,7 +3,8 @@
 //! Columns, tab-separated: `file  line  label  ambiguous  reason`. `#` lines are comments and
 //! blank lines are skipped. `file` is `<name>-<version>/<path in the extracted distribution>`,
 //! `label` a rule id (`P_FLA`, a positive) or `NOT_<id>` (a look-alike the scanner must not
-//! report there), `ambiguous` is `yes` or `no`, `reason` one line.
+//! report there), `ambiguous` is `yes` or `no`, `reason` one line. A repository's rows have
+//! `<name>-<commit12>/` in front instead; while the GitHub part is not loaded they are skipped.
 
 use anyhow::{Context, Result};
 use std::collections::{BTreeMap, BTreeSet};
@@ -51,9 +52,15 @@ impl Tree {
     }
 }
 
-/// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` to its extracted tree: a
-/// label must name a scanned file there and a line the file has.
-pub fn load(dir: &Path, dists: &BTreeMap<String, Tree>) -> Result<Loaded> {
+/// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` (or `<name>-<commit12>`) to its
+/// extracted tree: a label must name a scanned file there and a line the file has. Rows of the
+/// trees in `unloaded` (a part of the corpus not loaded) are skipped, neither labels nor
+/// problems.
+pub fn load(
+    dir: &Path,
+    dists: &BTreeMap<String, Tree>,
+    unloaded: &BTreeSet<String>,
+) -> Result<Loaded> {
     let files = crate::accuracy::label_files(dir, "tsv")?;
     let rules: BTreeSet<&str> = scan::rules::registry().iter().map(|r| r.id).collect();
     let mut line_counts: BTreeMap<String, Option<usize>> = BTreeMap::new();
@@ -71,6 +78,10 @@ pub fn load(dir: &Path, dists: &BTreeMap<String, Tree>) -> Result<Loaded> {
         for (i, row) in text.lines().enumerate() {
             let origin = format!("labels/{name}:{}", i + 1);
             if row.trim().is_empty() || row.starts_with('#') {
+                continue;
+            }
+            let file = row.split('\t').next().unwrap_or_default().trim();
+            if unloaded.contains(super::tree_of(file)) {
                 continue;
             }
             match parse_row(row, &origin, &rules) {
@@ -157,7 +168,9 @@ fn check_location(
         ));
     };
     let Some(tree) = dists.get(dist) else {
-        return Some(format!("{dist} is not a distribution of the manifest"));
+        return Some(format!(
+            "{dist} is not a distribution or repository of the manifest"
+        ));
     };
     if rel
         .split('/')
@@ -270,5 +283,39 @@ mod tests {
         fs::write(dir.path().join("d-1/pkg/vendored/b.py"), "x = 1\n").unwrap();
         let excluded = check_location(&label("d-1/pkg/vendored/b.py", 1), &dists, &mut counts);
         assert!(excluded.is_some_and(|e| e.contains("excluded")));
+    }
+
+    #[test]
+    fn rows_of_a_part_not_loaded_are_skipped_silently() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::create_dir_all(dir.path().join("d-1")).unwrap();
+        fs::write(dir.path().join("d-1/a.py"), "x = 1\n").unwrap();
+        let labels_dir = dir.path().join("labels");
+        fs::create_dir_all(&labels_dir).unwrap();
+        // The repository's tree is not extracted: its rows cannot be checked, only skipped.
+        fs::write(
+            labels_dir.join("a.tsv"),
+            "d-1/a.py\t1\tP_FLA\tno\tr\nrepo-0123456789ab/m.py\t7\tP_FLA\tno\tr\n",
+        )
+        .unwrap();
+        let tree = Tree {
+            root: dir.path().join("d-1"),
+            exclude: scan::files::exclude_set(&[]).unwrap(),
+        };
+        let dists: BTreeMap<String, Tree> = [("d-1".to_owned(), tree)].into_iter().collect();
+        let unloaded: BTreeSet<String> = ["repo-0123456789ab".to_owned()].into_iter().collect();
+        let loaded = load(&labels_dir, &dists, &unloaded).unwrap();
+        assert_eq!(loaded.labels.len(), 1);
+        assert_eq!(loaded.labels[0].file, "d-1/a.py");
+        assert!(loaded.problems.is_empty(), "{:?}", loaded.problems);
+        // Loaded (here: in no tree at all), the same row is judged, and found wanting.
+        let loaded = load(&labels_dir, &dists, &BTreeSet::new()).unwrap();
+        assert_eq!(loaded.labels.len(), 1);
+        assert_eq!(loaded.problems.len(), 1);
+        assert!(
+            loaded.problems[0].contains("repo-0123456789ab"),
+            "{:?}",
+            loaded.problems
+        );
     }
 }

@@ -128,6 +128,17 @@ pub struct Report {
     pub unlabelled: Vec<Finding>,
 }
 
+impl Report {
+    /// The sum over every family.
+    pub fn total(&self) -> Score {
+        let mut total = Score::default();
+        for s in self.by_family.values() {
+            total.add(s);
+        }
+        total
+    }
+}
+
 pub fn compare(findings: &[Finding], labels: &[Label], rules: &[&str]) -> Report {
     let mut report = Report::default();
     for rule in rules {
@@ -244,6 +255,22 @@ fn row(out: &mut String, name: &str, s: &Score) {
     );
 }
 
+/// One line of overall figures: `name: recall 0.80 (8/10), precision 0.90 (9/10), ...`.
+pub fn summary(name: &str, s: &Score) -> String {
+    format!(
+        "{name:<12} recall {} ({}/{}), precision {} ({}/{}); {} findings, {} unlabelled; {} labels\n",
+        fmt_ratio(s.recall()),
+        s.matched,
+        s.positives,
+        fmt_ratio(s.precision()),
+        s.true_positives,
+        s.true_positives + s.false_positives,
+        s.findings,
+        s.unlabelled,
+        s.positives + s.negatives + s.ambiguous_positives + s.ambiguous_negatives,
+    )
+}
+
 /// The figures, the misses and the false positives, as `cargo xtask accuracy --corpus` prints
 /// them; `verbose` adds every unlabelled finding.
 pub fn render(report: &Report, verbose: bool) -> String {
@@ -266,12 +293,10 @@ pub fn render(report: &Report, verbose: bool) -> String {
         "amb-"
     );
     out.push_str(&header);
-    let mut total = Score::default();
     for (name, s) in &report.by_family {
         row(&mut out, name, s);
-        total.add(s);
     }
-    row(&mut out, "all", &total);
+    row(&mut out, "all", &report.total());
     out.push('\n');
     out.push_str(&header.replacen("family / rule", "rule         ", 1));
     for (name, s) in &report.by_rule {
