@@ -109,6 +109,8 @@ pub struct Semantic<'a> {
     project_modules: Option<&'a ModuleClasses>,
     /// Every name bound in some scope so far.
     bound: BoundNames,
+    /// The module body has a `from … import *`, which may bring the conventional aliases.
+    star_import: bool,
 }
 
 /// A superset of the names bound so far, as a 256-bit set of their length and first and last
@@ -167,6 +169,7 @@ impl<'a> Semantic<'a> {
             module_classes: HashMap::new(),
             project_modules: None,
             bound: BoundNames::default(),
+            star_import: false,
         }
     }
 
@@ -272,21 +275,34 @@ impl<'a> Semantic<'a> {
     /// The qualified name bound to a bare name, looking through enclosing function scopes
     /// and the module scope (class scopes are skipped from inside functions, as in Python).
     pub fn lookup(&self, name: &str) -> Option<&str> {
-        if !self.bound.may_contain(name) {
-            return None;
-        }
-        let innermost = self.scopes.len() - 1;
-        for (i, scope) in self.scopes.iter().enumerate().rev() {
-            if scope.bindings.is_empty()
-                || (i != innermost && matches!(scope.kind, ScopeKind::Class(_)))
-            {
-                continue;
+        if self.bound.may_contain(name) {
+            let innermost = self.scopes.len() - 1;
+            for (i, scope) in self.scopes.iter().enumerate().rev() {
+                if scope.bindings.is_empty()
+                    || (i != innermost && matches!(scope.kind, ScopeKind::Class(_)))
+                {
+                    continue;
+                }
+                if let Some(q) = scope.bindings.get(name) {
+                    return Some(q);
+                }
             }
-            if let Some(q) = scope.bindings.get(name) {
-                return Some(q);
-            }
         }
-        None
+        self.implicit_alias(name)
+    }
+
+    /// What a conventional name that nothing here binds most likely is: `torch` itself in any
+    /// file (a missing import, a snippet, a star import), and `nn`, `F`, `np` in a file whose
+    /// `from … import *` may bring them. Binding lists are not changed, so the file does not
+    /// count as importing torch.
+    fn implicit_alias(&self, name: &str) -> Option<&'static str> {
+        match name {
+            "torch" => Some("torch"),
+            "nn" if self.star_import => Some("torch.nn"),
+            "F" if self.star_import => Some("torch.nn.functional"),
+            "np" if self.star_import => Some("numpy"),
+            _ => None,
+        }
     }
 
     /// Some name that [`Semantic::lookup`] sees here is bound to a qualified name that
@@ -358,6 +374,7 @@ impl<'a> Semantic<'a> {
                 for alias in &from.names {
                     let name = alias.name.as_str();
                     if name == "*" {
+                        self.star_import |= self.scopes.len() == 1;
                         continue;
                     }
                     let bound = alias.asname.as_ref().map_or(name, |a| a.as_str());
@@ -842,5 +859,41 @@ mod tests {
             }
         }
         assert_eq!(resolved, 6);
+    }
+
+    /// `torch` resolves in a file that never imports it (a snippet, a forgotten import), and
+    /// `nn`/`F`/`np` resolve only where a star import may have brought them.
+    #[test]
+    fn conventional_names_resolve_without_an_import() {
+        let resolve_all = |text: &str| {
+            let parsed = crate::source::parse(text, "m.py").unwrap();
+            let mut sem = Semantic::new("m.py");
+            sem.prebind_module(&parsed.body);
+            parsed
+                .body
+                .iter()
+                .filter_map(|s| match s {
+                    Stmt::Expr(e) => Some(sem.resolve(&e.value)),
+                    _ => None,
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            resolve_all("torch.cuda.synchronize\nnn.Linear\nF.relu\n"),
+            [Some("torch.cuda.synchronize".to_owned()), None, None]
+        );
+        assert_eq!(
+            resolve_all("from common import *\nnn.Linear\nF.relu\nnp.float64\nG.x\n"),
+            [
+                Some("torch.nn.Linear".to_owned()),
+                Some("torch.nn.functional.relu".to_owned()),
+                Some("numpy.float64".to_owned()),
+                None
+            ]
+        );
+        assert_eq!(
+            resolve_all("import jax.numpy as np\nfrom common import *\nnp.float64\n"),
+            [Some("jax.numpy.float64".to_owned())]
+        );
     }
 }

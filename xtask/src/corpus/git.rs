@@ -283,8 +283,11 @@ struct Wanted {
     blob: String,
 }
 
-/// The regular files of `listing` (`git ls-tree -r -z` output) that the scanner reads.
+/// The regular files of `listing` (`git ls-tree -r -z` output) that the scanner reads and the
+/// manifest does not exclude.
 fn wanted(listing: &[u8], repo: &Repository) -> Result<Vec<Wanted>> {
+    let exclude = scan::files::exclude_set(&repo.exclude)
+        .with_context(|| format!("{}: a bad exclude glob in corpus/manifest.json", repo.repo))?;
     let mut files = Vec::new();
     for record in listing.split(|&b| b == 0).filter(|r| !r.is_empty()) {
         let text = std::str::from_utf8(record).map_err(|_| {
@@ -303,7 +306,11 @@ fn wanted(listing: &[u8], repo: &Repository) -> Result<Vec<Wanted>> {
         };
         // Symlinks (120000) and submodules (160000) are not files of this tree.
         let regular = kind == "blob" && matches!(mode, "100644" | "100755" | "100664");
-        if regular && scan::files::entry(Path::new(""), rel).is_some() {
+        // Excluded paths (code reserved elsewhere, data files) are not extracted at all.
+        if regular
+            && scan::files::entry(Path::new(""), rel).is_some()
+            && !super::labels::excluded(&exclude, rel)
+        {
             files.push(Wanted {
                 rel: rel.to_owned(),
                 blob: blob.to_owned(),

@@ -39,17 +39,23 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// Whether the scan skips `rel`: a glob matches one of its leading paths or names, as
-    /// the scanner's walker tests every directory and file on the way down.
+    /// Whether the scan skips `rel`.
     fn excludes(&self, rel: &str) -> bool {
-        let mut end = 0;
-        rel.split('/').any(|name| {
-            end += name.len();
-            let hit = self.exclude.is_match(&rel[..end]) || self.exclude.is_match(name);
-            end += 1;
-            hit
-        })
+        excluded(&self.exclude, rel)
     }
+}
+
+/// Whether the scan skips `rel` under these `exclude` globs: a glob matches one of its
+/// leading paths or names, as the scanner's walker tests every directory and file on the way
+/// down.
+pub fn excluded(exclude: &globset::GlobSet, rel: &str) -> bool {
+    let mut end = 0;
+    rel.split('/').any(|name| {
+        end += name.len();
+        let hit = exclude.is_match(&rel[..end]) || exclude.is_match(name);
+        end += 1;
+        hit
+    })
 }
 
 /// Read every `*.tsv` in `dir`. `dists` maps `<name>-<version>` (or `<name>-<commit12>`) to its

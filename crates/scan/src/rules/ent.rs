@@ -87,7 +87,7 @@ impl Rule for EntryWithoutNpu {
             return;
         };
         let qualified = cx.semantic().resolve(&call.func);
-        if is_device_use(call, qualified.as_deref()) {
+        if is_device_use(cx.semantic(), call, qualified.as_deref()) {
             if in_main {
                 cx.note(MAIN_DEVICE, expr.range(), "");
             }
@@ -378,7 +378,7 @@ fn callee(call: &ast::ExprCall, qualified: Option<String>) -> Option<String> {
 /// argument other than `"cpu"`, a Lightning/transformers `Trainer`, an accelerate
 /// `Accelerator`, or objects built from a hydra config (`hydra.utils.instantiate`).
 /// `qualified` is the resolved name of the call's function.
-fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
+fn is_device_use(sem: &Semantic<'_>, call: &ast::ExprCall, qualified: Option<&str>) -> bool {
     if let Some(q) = qualified {
         if matches!(
             q,
@@ -390,10 +390,8 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
             return true;
         }
         // `Trainer`, `SFTTrainer`, `DPOTrainer`…: a library trainer places the model itself.
-        let trainer = q
-            .rsplit('.')
-            .next()
-            .is_some_and(|last| last.ends_with("Trainer"))
+        // `Trainer.from_argparse_args(...)` too.
+        let trainer = q.split('.').any(|part| part.ends_with("Trainer"))
             && ["pytorch_lightning", "lightning", "transformers", "trl"]
                 .iter()
                 .any(|p| q.starts_with(p) && q[p.len()..].starts_with('.'));
@@ -405,6 +403,7 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
         k.arg.as_ref().is_some_and(|a| a.as_str() == "device")
             && !matches!(&k.value, Expr::Constant(c)
                 if matches!(&c.value, ast::Constant::Str(s) if s == "cpu") || matches!(c.value, ast::Constant::None))
+            && !follows_input(sem, &k.value)
     });
     if device_kw {
         return true;
@@ -414,12 +413,32 @@ fn is_device_use(call: &ast::ExprCall, qualified: Option<&str>) -> bool {
     };
     a.attr.as_str() == "to"
         && call.args.iter().any(|arg| {
-            crate::analysis::find_in_expr(arg).iter().any(|e| match e {
-                Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("device"),
-                Expr::Attribute(at) => at.attr.as_str().to_ascii_lowercase().contains("device"),
-                _ => false,
-            })
+            !follows_input(sem, arg)
+                && crate::analysis::find_in_expr(arg).iter().any(|e| match e {
+                    Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("device"),
+                    Expr::Attribute(at) => at.attr.as_str().to_ascii_lowercase().contains("device"),
+                    _ => false,
+                })
         })
+}
+
+/// A device that only follows what the code was given, so placing work on it chooses no
+/// accelerator: the device of a tensor or module (`x.device`, `self.device`, not a config's
+/// `args.device`), or a parameter of the enclosing function (the caller chooses).
+fn follows_input(sem: &Semantic<'_>, device: &Expr) -> bool {
+    const CONFIGS: &[&str] = &[
+        "args", "cfg", "config", "conf", "opt", "opts", "hparams", "flags", "params",
+    ];
+    match device {
+        Expr::Attribute(a) if a.attr.as_str() == "device" => !matches!(
+            a.value.as_ref(),
+            Expr::Name(n) if CONFIGS.contains(&n.id.as_str().to_ascii_lowercase().as_str())
+        ),
+        Expr::Name(n) => sem
+            .current_function()
+            .is_some_and(|f| f.params.iter().any(|p| p == n.id.as_str())),
+        _ => false,
+    }
 }
 
 /// What CUDA-specific thing `expr` is, if it is one that `transfer_to_npu` remaps. CUDA

@@ -44,6 +44,9 @@ impl Rule for CudaOnlyKernel {
                     let fix = fix::flash_fix(cx, &a.value);
                     cx.report(a.value.range(), FLASH_ATTENTION_2).fix = fix;
                 }
+                if let Some(range) = usage::bnb_subscript_store(a) {
+                    cx.report(range, usage::BNB);
+                }
                 return;
             }
             Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_) | Stmt::AnnAssign(_) => {

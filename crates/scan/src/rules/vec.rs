@@ -64,12 +64,25 @@ impl Rule for PerElementLoop {
                 continue;
             };
             reported.push(stmt);
-            let sync = if has_host_sync(stmt) {
+            let first_sync = first_host_sync(stmt);
+            let sync = if first_sync.is_some() {
                 " with a host sync (`.item()`/`.cpu()`/`.tolist()`) in every iteration"
             } else {
                 ""
             };
-            hits.push((header_range(stmt), format!("{what}{sync}")));
+            let header = header_range(stmt);
+            hits.push((header, format!("{what}{sync}")));
+            // The sync is its own stall, reported where it is when the header is lines away.
+            if let Some(sync) = first_sync
+                && cx.file().index.line(sync.start()) > cx.file().index.line(header.start()) + 2
+            {
+                hits.push((
+                    sync,
+                    "this host sync runs once per sample of the loop over the batch above, \
+                     a copy and a wait per sample"
+                        .to_owned(),
+                ));
+            }
         }
         if training {
             for stmt in &loops {
@@ -174,7 +187,7 @@ fn per_element(
                 if !batch || !indexes_with(sem, func, &f.body, var) {
                     return None;
                 }
-                if is_recurrent(&f.body, &[var]) {
+                if is_recurrent(&f.body, &[var]) || indexes_own_attribute(&f.body, var) {
                     return None;
                 }
                 let text = crate::semantic::dotted(bound);
@@ -222,6 +235,19 @@ fn per_element(
         }
         _ => None,
     }
+}
+
+/// The body picks a component of the module by the loop index (`self.codebooks[q]`,
+/// `self.heads[i]`): the loop walks groups or quantizers fixed by the config, not samples.
+fn indexes_own_attribute(body: &[Stmt], var: &str) -> bool {
+    !analysis::find(body, |e| {
+        matches!(e, Expr::Subscript(s)
+            if matches!(s.slice.as_ref(), Expr::Name(n) if n.id.as_str() == var)
+                && matches!(s.value.as_ref(), Expr::Attribute(a)
+                    if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                        && (elements::named_fixed(&s.value) || a.attr.as_str().ends_with("codebooks"))))
+    })
+    .is_empty()
 }
 
 /// The body computes with the loop variables (a call reads one), beyond checking their type.
@@ -395,11 +421,58 @@ fn iterates_rows(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
     iterates_tensor(sem, func, iter)
 }
 
+/// Tensor methods that return a tensor of the same rows (or a reshaped view of them).
+const TENSOR_METHODS: &[&str] = &[
+    "to",
+    "float",
+    "detach",
+    "clone",
+    "contiguous",
+    "cuda",
+    "npu",
+    "view",
+    "reshape",
+    "permute",
+    "transpose",
+    "flatten",
+    "squeeze",
+    "unsqueeze",
+    "expand",
+    "expand_as",
+    "gather",
+    "index_select",
+    "masked_fill",
+    "type_as",
+    "repeat_interleave",
+    "flip",
+    "roll",
+    "long",
+    "half",
+    "bfloat16",
+    "softmax",
+    "log_softmax",
+    "sqrt",
+];
+
 fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
+    // `x.topk(k).indices`, `x.max(-1).values`
+    if let Expr::Attribute(a) = value
+        && matches!(a.attr.as_str(), "indices" | "values")
+        && matches!(a.value.as_ref(), Expr::Call(c) if matches!(analysis::last_name_of(&c.func),
+            "topk" | "sort" | "max" | "min" | "kthvalue" | "mode" | "median"))
+    {
+        return true;
+    }
     let Expr::Call(c) = value else {
         return false;
     };
     if let Some(q) = sem.resolve(&c.func) {
+        if q.starts_with("einops.") {
+            return matches!(
+                q.as_str(),
+                "einops.rearrange" | "einops.repeat" | "einops.reduce" | "einops.einsum"
+            );
+        }
         // Pipes, process groups and per-parameter gradient tuples are not tensors.
         return q.starts_with("torch.")
             && ![
@@ -413,8 +486,7 @@ fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
             .iter()
             .any(|p| q.starts_with(p));
     }
-    matches!(c.func.as_ref(), Expr::Attribute(a)
-        if matches!(a.attr.as_str(), "to" | "float" | "detach" | "clone" | "contiguous" | "cuda" | "npu" | "view" | "reshape"))
+    matches!(c.func.as_ref(), Expr::Attribute(a) if TENSOR_METHODS.contains(&a.attr.as_str()))
 }
 
 /// `for row in x` over a tensor, or over `x.unbind(...)` / `torch.unbind(x, ...)`.
@@ -657,15 +729,18 @@ fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> 
     }
 }
 
-fn has_host_sync(stmt: &Stmt) -> bool {
+/// The first `.item()`/`.cpu()`/`.tolist()`/`.numpy()` call in the body of a loop.
+fn first_host_sync(stmt: &Stmt) -> Option<TextRange> {
     let body: &[Stmt] = match stmt {
         Stmt::For(f) => &f.body,
         Stmt::While(w) => &w.body,
-        _ => return false,
+        _ => return None,
     };
-    !analysis::find(body, |e| {
+    analysis::find(body, |e| {
         matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
             if matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy")))
     })
-    .is_empty()
+    .iter()
+    .map(|e| e.expr.range())
+    .min_by_key(|r| r.start())
 }

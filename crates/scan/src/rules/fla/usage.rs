@@ -95,6 +95,22 @@ pub(super) fn bnb_dict_entry(dict: &ast::ExprDict) -> Option<TextRange> {
     })
 }
 
+/// `kwargs["load_in_8bit"] = True`: a bitsandbytes setting stored into a keyword dict.
+pub(super) fn bnb_subscript_store(assign: &ast::StmtAssign) -> Option<TextRange> {
+    assign.targets.iter().find_map(|target| {
+        let Expr::Subscript(sub) = target else {
+            return None;
+        };
+        let Expr::Constant(c) = sub.slice.as_ref() else {
+            return None;
+        };
+        let ast::Constant::Str(key) = &c.value else {
+            return None;
+        };
+        is_bnb_keyword(key, &assign.value).then(|| target.range())
+    })
+}
+
 /// A reference to a bitsandbytes class, function or optimizer (`bnb.optim.AdamW8bit`, called or
 /// only chosen into a variable; `bnb.nn.Linear4bit(...)`), the outermost attribute of the
 /// chain, not inside `isinstance`/`issubclass` (recognising quantized layers is portable).

@@ -213,7 +213,7 @@ fn is_fixed(iter: &Expr) -> bool {
 
 /// The last name of `expr` (or of the callee) says it holds layers, heads, cameras, a loader,
 /// a schedule and the like.
-fn named_fixed(expr: &Expr) -> bool {
+pub(super) fn named_fixed(expr: &Expr) -> bool {
     let text = crate::semantic::dotted(expr).to_ascii_lowercase();
     let last = text.rsplit('.').next().unwrap_or(&text);
     FIXED_WORDS.iter().any(|w| last.contains(w))
@@ -467,7 +467,17 @@ fn comprehension(
                 .to_owned(),
         );
     }
-    let work = inner(&|x: &Expr| expr_tensor_work(sem, func, x, &vars) || row_method(x, &vars));
+    // `f[i] for f, i in zip(feats, topk)`: a gather from each row by an index of that row.
+    let row_gather = |x: &Expr| {
+        matches!(x, Expr::Subscript(s)
+            if matches!(s.value.as_ref(), Expr::Name(n) if vars.contains(&n.id.as_str()))
+                && reads_var(&s.slice))
+    };
+    let work = inner(&|x: &Expr| {
+        expr_tensor_work(sem, func, x, &vars)
+            || row_method(x, &vars)
+            || (walk == Walk::Rows && row_gather(x))
+    });
     match walk {
         Walk::Rows if work => Some("comprehension runs tensor ops on each row of a batch tensor".to_owned()),
         Walk::HostValues if work => Some(
