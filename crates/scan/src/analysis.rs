@@ -370,6 +370,7 @@ pub fn is_host_class(name: &str, bases: &[String]) -> bool {
         "Explorer",
         "Pipeline",
         "Player",
+        "Controller",
     ];
     std::iter::once(name)
         .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))

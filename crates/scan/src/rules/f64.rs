@@ -307,16 +307,44 @@ fn feeds_float64_numpy(
     if converted_at_once(sem, parent, grand) {
         return false;
     }
-    // Inside device-step code, numpy values turned into tensors are P_TGT's.
-    if analysis::in_step_code(sem) {
+    // Inside training-step code, numpy values turned into tensors are P_TGT's; inference
+    // wrappers and host classes (a robot controller, a model wrapper) are not its.
+    let host_class = sem
+        .current_class()
+        .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
+    if analysis::in_step_code(sem) && !analysis::in_inference_code(sem) && !host_class {
         return false;
     }
     // Explicit or not, a float64 array that stays on the host is fine.
-    if !reaches_device(sem, parent) {
+    if !reaches_device(sem, parent) || only_dtype_cast(sem, parent, grand) {
         return false;
     }
     numpy_float64(sem, func, arg, 0).is_some()
         || (is_moved(parent) && some_branch_float64(sem, func, arg))
+}
+
+/// `.to(torch.float64)`: a cast that names only dtypes keeps the tensor where it is.
+fn only_dtype_cast(sem: &Semantic<'_>, parent: Option<&Expr>, grand: Option<&Expr>) -> bool {
+    let (Some(Expr::Attribute(a)), Some(Expr::Call(c))) = (parent, grand) else {
+        return false;
+    };
+    a.attr.as_str() == "to"
+        && c.keywords.is_empty()
+        && !c.args.is_empty()
+        && c.args.iter().all(|v| {
+            sem.resolve(v)
+                .is_some_and(|q| q.starts_with("torch.") && is_dtype_name(&q))
+        })
+}
+
+/// `torch.float64`, `torch.int32`, …: a torch dtype by name.
+fn is_dtype_name(q: &str) -> bool {
+    let name = q.rsplit('.').next().unwrap_or(q);
+    [
+        "float", "double", "half", "bfloat", "int", "uint", "bool", "long", "complex",
+    ]
+    .iter()
+    .any(|p| name.starts_with(p))
 }
 
 /// `torch.from_numpy(a).to(device)`: the conversion is moved to a device at once.
@@ -330,9 +358,20 @@ fn some_branch_float64(sem: &Semantic<'_>, func: Option<&Function<'_>>, arg: &Ex
     let (Some(func), Expr::Name(n)) = (func, arg) else {
         return false;
     };
-    func.assigned(n.id.as_str())
+    let before: Vec<&Expr> = func
+        .assigned(n.id.as_str())
         .iter()
-        .any(|(_, v)| numpy_float64(sem, Some(func), v, 1).is_some())
+        .filter(|(at, _)| *at < n.start())
+        .map(|(_, v)| *v)
+        .collect();
+    // `a = np.concatenate(...).astype(np.float32)` last: the author chose the dtype.
+    let cast_last = before.last().is_some_and(|v| {
+        matches!(v, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "astype"))
+    });
+    !cast_last
+        && before
+            .iter()
+            .any(|v| numpy_float64(sem, Some(func), v, 1).is_some())
 }
 
 /// The tensor is bound for the device: registered as a module's buffer or parameter, built in
@@ -433,6 +472,13 @@ fn numpy_float64(
             if !q.starts_with("numpy.") {
                 return None;
             }
+            // `np.exp(-k * np.arange(n))`: a float function of float64 or integer arrays.
+            if NUMPY_FLOAT_UFUNCS.contains(&q.as_str()) {
+                return c.args.first().and_then(|a| {
+                    numpy_float64(sem, func, a, depth + 1)
+                        .or_else(|| scaled_numpy_ints(sem, a).then_some(NumpyF64::Default))
+                });
+            }
             let dtype = c
                 .keywords
                 .iter()
@@ -453,10 +499,16 @@ fn numpy_float64(
         }
         Expr::Name(n) => {
             let func = func?;
-            let values = func.assigned(n.id.as_str());
+            // The assignments before this read (`w = torch.from_numpy(w)` later rebinds it).
+            let values: Vec<&Expr> = func
+                .assigned(n.id.as_str())
+                .iter()
+                .filter(|(at, _)| *at < n.start())
+                .map(|(_, v)| *v)
+                .collect();
             let kinds: Vec<Option<NumpyF64>> = values
                 .iter()
-                .map(|(_, v)| numpy_float64(sem, Some(func), v, depth + 1))
+                .map(|v| numpy_float64(sem, Some(func), v, depth + 1))
                 .collect();
             if kinds.is_empty() || kinds.iter().any(Option::is_none) {
                 return None;
@@ -466,8 +518,50 @@ fn numpy_float64(
                 .flatten()
                 .min_by_key(|k| *k == NumpyF64::Default)
         }
+        // `w / w.sum()`, `0.5 * table`: arithmetic keeps (or makes) float64.
+        Expr::BinOp(b) => numpy_float64(sem, func, &b.left, depth + 1)
+            .or_else(|| numpy_float64(sem, func, &b.right, depth + 1))
+            .or_else(|| scaled_numpy_ints(sem, expr).then_some(NumpyF64::Default)),
+        Expr::UnaryOp(u) => numpy_float64(sem, func, &u.operand, depth + 1),
         _ => None,
     }
+}
+
+/// numpy functions whose result is float64 for integer or float64 input.
+const NUMPY_FLOAT_UFUNCS: &[&str] = &[
+    "numpy.exp",
+    "numpy.log",
+    "numpy.sqrt",
+    "numpy.sin",
+    "numpy.cos",
+    "numpy.tanh",
+    "numpy.exp2",
+    "numpy.log2",
+    "numpy.log10",
+    "numpy.power",
+];
+
+/// An integer numpy array scaled into floats: `-k * np.arange(n)`, `np.arange(n) / n`
+/// (division, or a product with something other than an integer literal).
+fn scaled_numpy_ints(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let Expr::BinOp(b) = expr else {
+        return false;
+    };
+    let is_arange = |e: &Expr| {
+        matches!(e, Expr::Call(c) if sem.resolves_to(&c.func, "numpy.arange")
+            && !c.keywords.iter().any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dtype")))
+    };
+    let int_literal =
+        |e: &Expr| matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Int(_)));
+    let other = if is_arange(&b.left) {
+        &b.right
+    } else if is_arange(&b.right) {
+        &b.left
+    } else {
+        return false;
+    };
+    matches!(b.op, ast::Operator::Div)
+        || (matches!(b.op, ast::Operator::Mult) && !int_literal(other))
 }
 
 /// A list or tuple literal of Python numbers that are not all integers (`[score]`,

@@ -99,10 +99,18 @@ impl Rule for PerElementLoop {
                 }
             }
             let inside = |r: TextRange| reported.iter().any(|l| l.range().contains_range(r));
-            for (range, what) in elements::comprehensions(sem, &func) {
-                if !inside(range) {
-                    hits.push((range, what));
+            for (range, what, clause) in elements::comprehensions(sem, &func) {
+                if inside(range) {
+                    continue;
                 }
+                // A comprehension whose element spans lines is reported at its `for` clause.
+                let line = |r: TextRange| cx.file().index.line(r.start());
+                let at = if line(clause) > line(range) + 2 {
+                    clause
+                } else {
+                    range
+                };
+                hits.push((at, what));
             }
             hits.extend(elements::asserts(sem, &func, &loops));
             hits.extend(elements::tensor_of_device_list(sem, &func));
@@ -452,6 +460,18 @@ const TENSOR_METHODS: &[&str] = &[
     "softmax",
     "log_softmax",
     "sqrt",
+    "sum",
+    "cumsum",
+    "argmax",
+    "argmin",
+    "nonzero",
+    "masked_select",
+    "abs",
+    "sigmoid",
+    "clamp",
+    "new_zeros",
+    "new_ones",
+    "new_full",
 ];
 
 fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {

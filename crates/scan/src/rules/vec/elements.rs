@@ -398,21 +398,38 @@ fn synced_element(
 /// Comprehensions of the body that do per-element device work: `.item()` per element,
 /// `any(...)`/`all(...)` over tensor conditions, tensor ops per row of a tensor or per host
 /// value of one. One finding per comprehension (not for one nested in a reported one).
-pub(super) fn comprehensions(sem: &Semantic<'_>, func: &Function<'_>) -> Vec<(TextRange, String)> {
+/// The comprehensions of the function that work per element: each one's range, what it
+/// does, and the range of its first `for` clause (target to iterable).
+pub(super) fn comprehensions(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+) -> Vec<(TextRange, String, TextRange)> {
     let comps = analysis::find(func.body, |e| {
         matches!(
             e,
             Expr::ListComp(_) | Expr::SetComp(_) | Expr::GeneratorExp(_) | Expr::DictComp(_)
         )
     });
-    let mut out: Vec<(TextRange, String)> = Vec::new();
+    let mut out: Vec<(TextRange, String, TextRange)> = Vec::new();
     for occ in &comps {
         let range = occ.expr.range();
-        if out.iter().any(|(r, _)| r.contains_range(range)) {
+        if out.iter().any(|(r, _, _)| r.contains_range(range)) {
             continue;
         }
+        let first = match occ.expr {
+            Expr::ListComp(c) => c.generators.first(),
+            Expr::SetComp(c) => c.generators.first(),
+            Expr::GeneratorExp(c) => c.generators.first(),
+            Expr::DictComp(c) => c.generators.first(),
+            _ => None,
+        };
+        let Some(first) = first else { continue };
         if let Some(what) = comprehension(sem, func, occ) {
-            out.push((range, what));
+            out.push((
+                range,
+                what,
+                TextRange::new(first.target.start(), first.iter.end()),
+            ));
         }
     }
     out
