@@ -384,8 +384,21 @@ pub fn is_host_class(name: &str, bases: &[String]) -> bool {
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
 /// inference, in rollouts or around loading and logging.
 pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
-    sem.scopes().iter().any(|s| {
-        matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
+    in_evaluation_module(sem)
+        || sem.scopes().iter().any(|s| {
+            matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
+        })
+}
+
+/// The file belongs to evaluation or deployment code by its path (`eval/simpler/model_wrapper.py`,
+/// `evaluate/wrapper/…`, `deploy.py`): simulator benchmarks and robot servers, not the
+/// training step.
+fn in_evaluation_module(sem: &Semantic<'_>) -> bool {
+    sem.module.split('.').any(|part| {
+        matches!(
+            part,
+            "eval" | "evals" | "evaluate" | "evaluation" | "deploy" | "deployment" | "inference"
+        ) || part.starts_with("eval_")
     })
 }
 

@@ -178,7 +178,19 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     gate::cuda_only_path(sem, None, &s.body).is_some()
         || gate::cuda_optimization(sem, &s.body)
         || only_precision_hints(sem, &s.body)
+        || only_contiguous_copies(&s.body)
         || crate::analysis::in_chain_testing_npu(sem)
+}
+
+/// A branch that only makes tensors contiguous (`q = q.contiguous()`): a workaround for a CUDA
+/// kernel's layout bug that the NPU can skip without harm.
+fn only_contiguous_copies(body: &[Stmt]) -> bool {
+    !body.is_empty()
+        && body.iter().all(|stmt| {
+            matches!(stmt, Stmt::Assign(a) if matches!(a.value.as_ref(), Expr::Call(c)
+                if c.args.is_empty()
+                    && matches!(c.func.as_ref(), Expr::Attribute(f) if f.attr.as_str() == "contiguous")))
+        })
 }
 
 /// A branch that only sets matmul precision or backend flags (`torch.set_float32_matmul_precision
