@@ -323,7 +323,34 @@ pub fn in_update_code(sem: &Semantic<'_>) -> bool {
         Stmt::FunctionDef(d) => is_setup_function(d.name.as_str(), &d.decorator_list),
         _ => false,
     });
-    !setup && is_update_name(&f.name.to_ascii_lowercase())
+    !setup && (is_update_name(&f.name.to_ascii_lowercase()) || called_by_update(sem, &f.name))
+}
+
+/// A private helper (`_one_hot_targets`) that an update method of the same class calls as
+/// `self._one_hot_targets(...)`: part of the update step.
+fn called_by_update(sem: &Semantic<'_>, name: &str) -> bool {
+    if !name.starts_with('_') || name.starts_with("__") {
+        return false;
+    }
+    let Some(class) = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::ClassDef(c) => Some(c),
+        _ => None,
+    }) else {
+        return false;
+    };
+    class.body.iter().any(|stmt| {
+        let Stmt::FunctionDef(d) = stmt else {
+            return false;
+        };
+        d.name.as_str() != name
+            && is_update_name(&d.name.as_str().to_ascii_lowercase())
+            && !find(&d.body, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.as_str() == name
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")))
+            })
+            .is_empty()
+    })
 }
 
 /// An update, learning or loss method name.

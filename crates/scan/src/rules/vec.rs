@@ -537,7 +537,6 @@ fn is_pieces(func: &Function<'_>, name: &str) -> bool {
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,
 /// not a local list or dict).
 fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &str) -> bool {
-    let _ = sem;
     let subs = analysis::find(
         body,
         |e| matches!(e, Expr::Subscript(s) if analysis::reads(&s.slice, var)),
@@ -550,10 +549,21 @@ fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &st
             return false;
         }
         match s.value.as_ref() {
-            Expr::Name(n) => !is_local_container(func, n.id.as_str()),
+            Expr::Name(n) => {
+                !is_local_container(func, n.id.as_str())
+                    && !is_numpy_array(sem, func, n.id.as_str())
+            }
             _ => true,
         }
     })
+}
+
+/// A local name bound to a numpy call (`out = np.zeros((bs, n))`): a host array, whose
+/// per-row writes launch nothing on the device.
+fn is_numpy_array(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name)
+        .iter()
+        .any(|(_, v)| matches!(v, Expr::Call(c) if sem.resolves_with_prefix(&c.func, "numpy.")))
 }
 
 /// A local name bound to a list, dict or comprehension literal.
