@@ -185,7 +185,10 @@ fn per_element(
                 Expr::Name(n) => Some(n.id.as_str()),
                 _ => None,
             };
-            if elements::walks(sem, func, &f.iter) == elements::Walk::Fixed {
+            // `for layer, (w, h) in enumerate(zip(weights, h_0)):` names what it walks.
+            if elements::walks(sem, func, &f.iter) == elements::Walk::Fixed
+                || names_fixed_target(&f.target)
+            {
                 return None;
             }
             if let Some(bound) = range_bound(&f.iter) {
@@ -243,6 +246,39 @@ fn per_element(
         }
         _ => None,
     }
+}
+
+/// `expr` reads the values of `name`, not only its metadata (`x.device`, `x.dtype`, `x.shape`):
+/// `pos[..., i] = ids.to(pos.device)` writes `pos` without depending on what it holds.
+fn reads_data(expr: &Expr, name: &str) -> bool {
+    const META: &[&str] = &["device", "dtype", "shape", "ndim"];
+    let found = analysis::find_in_expr(expr);
+    let reads = found
+        .iter()
+        .filter(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name))
+        .count();
+    let metadata = found
+        .iter()
+        .filter(|e| {
+            matches!(e, Expr::Attribute(a) if META.contains(&a.attr.as_str())
+            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name))
+        })
+        .count();
+    reads > metadata
+}
+
+/// A loop variable named after something small and fixed (`layer`, `head`, `camera`).
+fn names_fixed_target(target: &Expr) -> bool {
+    let mut names = Vec::new();
+    names_of(target, &mut names);
+    names.iter().any(|n| {
+        let lower = n.to_ascii_lowercase();
+        [
+            "layer", "head", "camera", "expert", "critic", "level", "stage", "block",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+    })
 }
 
 /// The body picks a component of the module by the loop index (`self.codebooks[q]`,
@@ -362,6 +398,11 @@ fn is_self_attr(expr: &Expr) -> bool {
 /// A name that holds a tensor: a parameter annotated `Tensor`, a local assigned from a torch
 /// call or a tensor method (`.to`, `.float()`, …), or a local annotated `Tensor` where it is bound.
 fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
+    is_tensor_name(sem, func, expr, 0)
+}
+
+/// [`is_tensor_expr`], following plain aliases (`total_ids = input_ids`) a few names deep.
+fn is_tensor_name(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
     let Expr::Name(n) = expr else {
         return false;
     };
@@ -370,8 +411,12 @@ fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool 
         return is_tensor_annotation(annotation);
     }
     let values = func.assigned(name);
-    values.iter().any(|(_, v)| is_tensor_value(sem, v))
-        || (!values.is_empty() && annotated_tensor(func, name))
+    values.iter().any(|(_, v)| {
+        is_tensor_value(sem, v)
+            || (depth < 3
+                && matches!(v, Expr::Name(alias) if alias.id.as_str() != name)
+                && is_tensor_name(sem, func, v, depth + 1))
+    }) || (!values.is_empty() && annotated_tensor(func, name))
 }
 
 /// A local annotated as a tensor where it is bound (`obs: torch.Tensor = to_torch(batch.obs)`).
@@ -605,7 +650,7 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         rebound
             || written.iter().any(|name| {
                 !loop_vars.contains(name)
-                    && (analysis::reads(&a.value, name)
+                    && (reads_data(&a.value, name)
                         || read_from(&all, name)
                             .iter()
                             .any(|d| analysis::reads(&a.value, d)))

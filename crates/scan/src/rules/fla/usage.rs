@@ -107,7 +107,9 @@ pub(super) fn bnb_subscript_store(assign: &ast::StmtAssign) -> Option<TextRange>
         let ast::Constant::Str(key) = &c.value else {
             return None;
         };
-        is_bnb_keyword(key, &assign.value).then(|| target.range())
+        // Only the switches: `bnb_4bit_*` keys are also written when a config serializes itself.
+        (matches!(key.as_str(), "load_in_4bit" | "load_in_8bit") && is_true(&assign.value))
+            .then(|| target.range())
     })
 }
 
