@@ -248,6 +248,46 @@ fn per_element(
     }
 }
 
+/// `[f(hm[i]) for i in range(bs)]` over the batch (a batch-like name, outside inference code)
+/// whose element indexes a tensor with the index: the comprehension form of the `range` loop.
+fn range_comprehension(
+    sem: &Semantic<'_>,
+    func: &Function<'_>,
+    iter: &Expr,
+    target: &Expr,
+    elts: &[&Expr],
+) -> Option<String> {
+    let bound = range_bound(iter)?;
+    let Expr::Name(var) = target else {
+        return None;
+    };
+    // Named after the batch: a comprehension over `range(x.shape[1])` walks dims or chunks
+    // as often as samples.
+    if analysis::in_inference_code(sem) || !elements::is_batch_count(bound) {
+        return None;
+    }
+    let var = var.id.as_str();
+    let indexes = elts.iter().any(|e| {
+        analysis::find_in_expr(e).iter().any(|x| {
+            matches!(x, Expr::Subscript(s)
+            if analysis::reads(&s.slice, var)
+                && !is_self_attr(&s.value)
+                && match s.value.as_ref() {
+                    Expr::Name(n) => is_tensor_expr(sem, func, &s.value)
+                        && !is_local_container(func, n.id.as_str()),
+                    _ => false,
+                })
+        })
+    });
+    indexes.then(|| {
+        let text = crate::semantic::dotted(bound);
+        format!(
+            "comprehension over `range({})` indexes tensors one sample at a time",
+            short(bound, &text)
+        )
+    })
+}
+
 /// `expr` reads the values of `name`, not only its metadata (`x.device`, `x.dtype`, `x.shape`):
 /// `pos[..., i] = ids.to(pos.device)` writes `pos` without depending on what it holds.
 fn reads_data(expr: &Expr, name: &str) -> bool {

@@ -490,6 +490,9 @@ fn comprehension(
             if matches!(s.value.as_ref(), Expr::Name(n) if vars.contains(&n.id.as_str()))
                 && reads_var(&s.slice))
     };
+    if let Some(what) = super::range_comprehension(sem, func, &g.iter, &g.target, &elts) {
+        return Some(what);
+    }
     let work = inner(&|x: &Expr| {
         expr_tensor_work(sem, func, x, &vars)
             || row_method(x, &vars)
