@@ -112,7 +112,9 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         Expr::Subscript(s) if is_tensor_expr(sem, func, &s.value) => Walk::Rows,
         Expr::Name(n) => {
             // Pieces of a split, or a list of per-head results later stacked into a tensor.
-            if super::is_rows_comprehension(sem, func, n.id.as_str()) {
+            if super::is_rows_comprehension(sem, func, n.id.as_str())
+                || appended_per_sample(sem, func, n.id.as_str())
+            {
                 Walk::Rows
             } else if super::is_pieces(func, n.id.as_str())
                 || super::is_local_container(func, n.id.as_str())
@@ -131,6 +133,50 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
             }
         }
         _ => Walk::Other,
+    }
+}
+
+/// A local list filled with one entry per sample: `out.append(...)` inside a loop over the rows
+/// of a batch tensor (`for ids in input_ids: … new_embeds.append(torch.cat(...))`), so a later
+/// loop over it walks the samples again.
+fn appended_per_sample(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
+    if !super::is_local_container(func, name) {
+        return false;
+    }
+    let mut all = Vec::new();
+    analysis::statements(func.body, &mut all);
+    all.iter().any(|stmt| {
+        let Stmt::For(f) = stmt else { return false };
+        let over_itself = analysis::reads(&f.iter, name);
+        !over_itself
+            && !analysis::find(&f.body, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.as_str() == "append"
+                        && matches!(a.value.as_ref(), Expr::Name(l) if l.id.as_str() == name)))
+            })
+            .is_empty()
+            && walks_rows_directly(sem, func, &f.iter)
+    })
+}
+
+/// [`walks`] says `Rows` without following appended lists (which would recurse).
+fn walks_rows_directly(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
+    match iter {
+        Expr::Call(c) => {
+            let name = analysis::last_name_of(c.func.as_ref());
+            if matches!(name, "enumerate" | "zip") {
+                return c.args.iter().any(|a| walks_rows_directly(sem, func, a));
+            }
+            false
+        }
+        Expr::Name(n) => {
+            super::is_rows_comprehension(sem, func, n.id.as_str())
+                || (!is_fixed(iter)
+                    && !super::is_pieces(func, n.id.as_str())
+                    && !super::is_local_container(func, n.id.as_str())
+                    && iterates_tensor(sem, func, iter))
+        }
+        _ => false,
     }
 }
 
