@@ -6,33 +6,12 @@
 mod common;
 
 use assert_cmd::Command;
-use common::{check, demo, python};
+use common::{check, demo, python, verify_json};
 use std::path::Path;
 
 fn verify(root: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let out = Command::cargo_bin("npu-verify")
-        .unwrap()
-        .arg(root)
-        .args([
-            "--emulate-npu",
-            "--format",
-            "json",
-            "--timeout",
-            "300",
-            "--python",
-        ])
-        .arg(python())
-        .args(args)
-        .env_remove("ASCEND_RT_VISIBLE_DEVICES")
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-    (
-        out.status.code(),
-        report,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let args = [&["--emulate-npu", "--timeout", "300"], args].concat();
+    verify_json(root, &args, &[])
 }
 
 /// The `transfer_to_npu` that must run under `--emulate-npu`: the real one of the pinned torch-npu
@@ -42,25 +21,7 @@ fn expected_transfer_source(report: &serde_json::Value) -> String {
     let detail = check(report, "runtime.torch")["detail"].as_str().unwrap();
     let version = detail.split_whitespace().nth(1).unwrap();
     let base = version.split('+').next().unwrap();
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    manifest["wheels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["torch"] == base)
-        .map_or_else(
-            || "stand-in".to_owned(),
-            |w| {
-                format!(
-                    "torch-npu {} contrib/transfer_to_npu.py",
-                    w["version"].as_str().unwrap()
-                )
-            },
-        )
+    common::transfer_source_for(base)
 }
 
 fn failures(report: &serde_json::Value) -> Vec<String> {

@@ -5,30 +5,15 @@
 
 mod common;
 
-use assert_cmd::Command;
-use common::{check, demo, python};
+use common::{check, demo, verify_json};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 fn verify(root: &Path, args: &[&str]) -> (Option<i32>, serde_json::Value, String, Duration) {
     let started = Instant::now();
-    let out = Command::cargo_bin("npu-verify")
-        .unwrap()
-        .arg(root)
-        .args(["--emulate-npu", "--format", "json", "--python"])
-        .arg(python())
-        .args(args)
-        .env_remove("ASCEND_RT_VISIBLE_DEVICES")
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-    (
-        out.status.code(),
-        report,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-        started.elapsed(),
-    )
+    let args = [&["--emulate-npu"], args].concat();
+    let (code, report, stderr) = verify_json(root, &args, &[]);
+    (code, report, stderr, started.elapsed())
 }
 
 /// A one-file project: `train.py` trains a small model with DDP on `hccl`; `body` runs before the loop.

@@ -1,7 +1,10 @@
 //! npu-verify against fake interpreters: canned output, hangs, crashes, non-zero exits, partial
 //! results. Each test asserts the exit code, the report on stdout and the messages together.
 
+mod common;
+
 use assert_cmd::Command;
+use common::check;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 
@@ -20,17 +23,7 @@ fn fake_python(dir: &Path, body: &str) -> PathBuf {
 /// A project whose static checks pass (issues.json aside, which only warns when absent).
 fn good_project(dir: &Path) -> PathBuf {
     let root = dir.join("model");
-    let migrate = root.join("migrate_to_cloudrobo");
-    std::fs::create_dir_all(&migrate).unwrap();
-    for (asset, name) in [
-        ("templates/env_npu.sh", "env_npu.sh"),
-        ("templates/train.sh", "train.sh"),
-        ("runtime_patches.py", "runtime_patches.py"),
-    ] {
-        let bytes =
-            patch_assets::get(asset).unwrap_or_else(|| panic!("asset {asset} is not embedded"));
-        std::fs::write(migrate.join(name), bytes).unwrap();
-    }
+    common::set_up_migrate(&root);
     std::fs::write(
         root.join("train.py"),
         "import torch\nfrom runtime_patches import build_vla_patcher\n\nbuild_vla_patcher().apply()\n\n\
@@ -54,15 +47,6 @@ fn json(output: &std::process::Output) -> serde_json::Value {
             String::from_utf8_lossy(&output.stdout)
         )
     })
-}
-
-fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
 #[test]

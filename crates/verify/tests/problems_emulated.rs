@@ -3,31 +3,16 @@
 //!
 //! Needs `NPU_PATCHER_PYTHON` (set by `cargo xtask test`; `cargo xtask venv` prints the path).
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn python() -> PathBuf {
-    let Some(py) = std::env::var_os("NPU_PATCHER_PYTHON") else {
-        panic!(
-            "NPU_PATCHER_PYTHON is not set: run `cargo xtask test`, or export \
-             NPU_PATCHER_PYTHON=$(cargo xtask venv) before `cargo test -p verify`"
-        );
-    };
-    PathBuf::from(py)
-}
+use assert_cmd::Command;
+use common::{check, python, verify_json};
+use std::path::{Path, PathBuf};
 
 /// A project whose `train.py` builds a model on the npu and runs `body` as its training loop.
 fn project(dir: &Path, body: &str) -> PathBuf {
     let root = dir.join("toy");
-    let migrate = root.join("migrate_to_cloudrobo");
-    std::fs::create_dir_all(&migrate).unwrap();
-    for (asset, file) in [
-        ("templates/env_npu.sh", "env_npu.sh"),
-        ("templates/train.sh", "train.sh"),
-        ("runtime_patches.py", "runtime_patches.py"),
-    ] {
-        std::fs::write(migrate.join(file), patch_assets::get(asset).unwrap()).unwrap();
-    }
+    common::set_up_migrate(&root);
     let mut text = String::from(
         "import torch\nimport torch_npu\nfrom runtime_patches import build_vla_patcher\n\n\
          build_vla_patcher().apply()\n\n\ndef main():\n    model = torch.nn.Linear(4, 2).to(\"npu\")\n    \
@@ -44,34 +29,9 @@ fn project(dir: &Path, body: &str) -> PathBuf {
 }
 
 fn run(root: &Path, env: &[(&str, &str)]) -> (Option<i32>, serde_json::Value) {
-    let mut cmd = Command::cargo_bin("npu-verify").unwrap();
-    cmd.arg(root)
-        .args([
-            "--pipeline",
-            "--emulate-npu",
-            "--format",
-            "json",
-            "--timeout",
-            "300",
-            "--python",
-        ])
-        .arg(python());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().unwrap();
-    let report = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
-    (out.status.code(), report)
-}
-
-fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
+    let args = ["--pipeline", "--emulate-npu", "--timeout", "300"];
+    let (code, report, _) = verify_json(root, &args, env);
+    (code, report)
 }
 
 /// The `transfer_to_npu` that `--emulate-npu` runs: the real one of the pinned torch-npu wheel
@@ -83,25 +43,7 @@ fn expected_transfer_source() -> String {
         .output()
         .unwrap();
     let base = String::from_utf8_lossy(&out.stdout).trim().to_owned();
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
-            .unwrap(),
-    )
-    .unwrap();
-    manifest["wheels"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|w| w["torch"] == base.as_str())
-        .map_or_else(
-            || "stand-in".to_owned(),
-            |w| {
-                format!(
-                    "torch-npu {} contrib/transfer_to_npu.py",
-                    w["version"].as_str().unwrap()
-                )
-            },
-        )
+    common::transfer_source_for(&base)
 }
 
 const STEP: &str = "for _ in range(5):\n    loss = model(x).square().mean()\n    opt.zero_grad()\n    loss.backward()\n    opt.step()";

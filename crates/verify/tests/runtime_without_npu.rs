@@ -4,18 +4,11 @@
 //!
 //! Needs `NPU_PATCHER_PYTHON` (set by `cargo xtask test`; `cargo xtask venv` prints the path).
 
-use assert_cmd::Command;
-use std::path::{Path, PathBuf};
+mod common;
 
-fn python() -> PathBuf {
-    let Some(py) = std::env::var_os("NPU_PATCHER_PYTHON") else {
-        panic!(
-            "NPU_PATCHER_PYTHON is not set: run `cargo xtask test`, or export \
-             NPU_PATCHER_PYTHON=$(cargo xtask venv) before `cargo test -p verify`"
-        );
-    };
-    PathBuf::from(py)
-}
+use assert_cmd::Command;
+use common::{check, python};
+use std::path::{Path, PathBuf};
 
 /// A project plus a folder holding a `torch_npu` package whose `__init__.py` is `init`.
 fn setup(dir: &Path, init: Option<&str>) -> (PathBuf, PathBuf) {
@@ -51,15 +44,6 @@ fn runtime(root: &Path, site: &Path, env: &[(&str, &str)]) -> serde_json::Value 
         String::from_utf8_lossy(&out.stdout)
     );
     serde_json::from_slice(&out.stdout).unwrap()
-}
-
-fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::Value {
-    report["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["name"] == name)
-        .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
 const MISSING_LIB: &str =

@@ -1,5 +1,11 @@
-//! Helpers shared by the emulated verify tests: the test interpreter, a prepared copy of a demo
-//! project, and a check of a report by name.
+//! Helpers shared by the verify tests: the test interpreter, a prepared copy of a demo project
+//! (or the `migrate_to_cloudrobo/` of any project), the `transfer_to_npu` a torch pairs with, and
+//! a check of a report by name.
+
+#![allow(
+    dead_code,
+    reason = "each test binary uses its own part of these helpers"
+)]
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +42,13 @@ pub fn demo(dir: &Path, name: &str) -> PathBuf {
         .join(name);
     let root = dir.join(name);
     copy_tree(&source, &root);
+    set_up_migrate(&root);
+    root
+}
+
+/// `<root>/migrate_to_cloudrobo/` with `env_npu.sh`, `train.sh` and `runtime_patches.py`, as the
+/// workflow's step 1 writes them.
+pub fn set_up_migrate(root: &Path) {
     let migrate = root.join("migrate_to_cloudrobo");
     std::fs::create_dir_all(&migrate).unwrap();
     for (asset, file) in [
@@ -43,9 +56,61 @@ pub fn demo(dir: &Path, name: &str) -> PathBuf {
         ("templates/train.sh", "train.sh"),
         ("runtime_patches.py", "runtime_patches.py"),
     ] {
-        std::fs::write(migrate.join(file), patch_assets::get(asset).unwrap()).unwrap();
+        let bytes =
+            patch_assets::get(asset).unwrap_or_else(|| panic!("asset {asset} is not embedded"));
+        std::fs::write(migrate.join(file), bytes).unwrap();
     }
-    root
+}
+
+/// The `transfer_to_npu` that `--emulate-npu` runs on torch `base` (no local suffix): the real
+/// one of the pinned torch-npu wheel (`torch-npu/wheels.json`) that pairs with it, which
+/// `cargo xtask test` extracts before the tests; the stand-in when no pinned wheel pairs with it.
+pub fn transfer_source_for(base: &str) -> String {
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    manifest["wheels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["torch"] == base)
+        .map_or_else(
+            || "stand-in".to_owned(),
+            |w| {
+                format!(
+                    "torch-npu {} contrib/transfer_to_npu.py",
+                    w["version"].as_str().unwrap()
+                )
+            },
+        )
+}
+
+/// `npu-verify <root> --format json --python <test interpreter> <args>` with `env` set (and no
+/// `ASCEND_RT_VISIBLE_DEVICES` from the caller): the exit code, the report and stderr.
+pub fn verify_json(
+    root: &Path,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value, String) {
+    let mut cmd = assert_cmd::Command::cargo_bin("npu-verify").unwrap();
+    cmd.arg(root)
+        .args(["--format", "json", "--python"])
+        .arg(python())
+        .args(args)
+        .env_remove("ASCEND_RT_VISIBLE_DEVICES");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}", String::from_utf8_lossy(&out.stdout)));
+    (
+        out.status.code(),
+        report,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 /// The check `name` of a report (panics with the report when it is missing).
