@@ -104,6 +104,14 @@ impl<'a> Function<'a> {
             .map_or(&[], Vec::as_slice)
     }
 
+    /// The values assigned to `name` before `at` (the read they reach), in source order.
+    pub fn assigned_before(&self, name: &str, at: TextSize) -> impl Iterator<Item = &'a Expr> + '_ {
+        self.assigned(name)
+            .iter()
+            .filter(move |(start, _)| *start < at)
+            .map(|(_, v)| *v)
+    }
+
     /// Every read of `name` in the body, in source order, with its ancestors.
     fn loads(&self, name: &str) -> &[Occurrence<'a>] {
         self.cache

@@ -520,6 +520,20 @@ mod tests {
         run_git(&[&g, "rev-parse", "HEAD"], work)
     }
 
+    /// A temporary directory with [`tiny_mirror`] under `mirrors/` and an empty `cache/`: the
+    /// directory (removed when dropped), the two paths and the commit. `None`, said on stderr,
+    /// where git is not installed.
+    fn tiny_setup() -> Option<(tempfile::TempDir, PathBuf, PathBuf, String)> {
+        if !git_available() {
+            eprintln!("skipped: git is not installed");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let (mirrors, cache) = (dir.path().join("mirrors"), dir.path().join("cache"));
+        let commit = tiny_mirror(&mirrors, &dir.path().join("work"));
+        Some((dir, mirrors, cache, commit))
+    }
+
     /// Remove the loose object of `path` at `commit` from `bare`, as a partial mirror lacks it.
     fn drop_blob(bare: &Path, commit: &str, path: &str) {
         let blob = run_git(
@@ -535,13 +549,9 @@ mod tests {
 
     #[test]
     fn a_commit_is_extracted_from_a_bare_mirror_and_checked() {
-        if !git_available() {
-            eprintln!("skipped: git is not installed");
+        let Some((_dir, mirrors, cache, commit)) = tiny_setup() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let (mirrors, cache) = (dir.path().join("mirrors"), dir.path().join("cache"));
-        let commit = tiny_mirror(&mirrors, &dir.path().join("work"));
+        };
         let bare = mirrors.join("someone+tiny/repo");
         // The binary blob is not wanted: a mirror without it is enough.
         drop_blob(&bare, &commit, "model.bin");
@@ -584,13 +594,9 @@ mod tests {
 
     #[test]
     fn a_missing_wanted_blob_or_commit_names_the_repository() {
-        if !git_available() {
-            eprintln!("skipped: git is not installed");
+        let Some((_dir, mirrors, cache, commit)) = tiny_setup() else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let (mirrors, cache) = (dir.path().join("mirrors"), dir.path().join("cache"));
-        let commit = tiny_mirror(&mirrors, &dir.path().join("work"));
+        };
         // The layout without `repo/`: the mirror directory itself is the git directory.
         fs::rename(mirrors.join("someone+tiny/repo"), mirrors.join("flat")).unwrap();
         fs::remove_dir(mirrors.join("someone+tiny")).unwrap();

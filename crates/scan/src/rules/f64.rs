@@ -358,12 +358,7 @@ fn some_branch_float64(sem: &Semantic<'_>, func: Option<&Function<'_>>, arg: &Ex
     let (Some(func), Expr::Name(n)) = (func, arg) else {
         return false;
     };
-    let before: Vec<&Expr> = func
-        .assigned(n.id.as_str())
-        .iter()
-        .filter(|(at, _)| *at < n.start())
-        .map(|(_, v)| *v)
-        .collect();
+    let before: Vec<&Expr> = func.assigned_before(n.id.as_str(), n.start()).collect();
     // `a = np.concatenate(...).astype(np.float32)` last: the author chose the dtype.
     let cast_last = before.last().is_some_and(|v| {
         matches!(v, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "astype"))
@@ -500,14 +495,8 @@ fn numpy_float64(
         Expr::Name(n) => {
             let func = func?;
             // The assignments before this read (`w = torch.from_numpy(w)` later rebinds it).
-            let values: Vec<&Expr> = func
-                .assigned(n.id.as_str())
-                .iter()
-                .filter(|(at, _)| *at < n.start())
-                .map(|(_, v)| *v)
-                .collect();
-            let kinds: Vec<Option<NumpyF64>> = values
-                .iter()
+            let kinds: Vec<Option<NumpyF64>> = func
+                .assigned_before(n.id.as_str(), n.start())
                 .map(|v| numpy_float64(sem, Some(func), v, depth + 1))
                 .collect();
             if kinds.is_empty() || kinds.iter().any(Option::is_none) {
