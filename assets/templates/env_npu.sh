@@ -64,7 +64,14 @@ _npu_env_find_set_env() {
     return 1
 }
 
-if [ -n "${NPU_ENV_CANN_SOURCED:-}" ]; then
+case "$(printf '%s' "${NPU_PATCHER_EMULATED:-}${NPU_PATCHER_EMULATE:+:$NPU_PATCHER_EMULATE}" | tr '[:upper:]' '[:lower:]' | tr -d '[:space:]')" in
+    1 | 1:* | :1 | :true | :yes | :on) _npu_env_emulated=1 ;;
+    *) _npu_env_emulated= ;;
+esac
+
+if [ -n "$_npu_env_emulated" ]; then
+    : # An emulated run (--emulate-npu, NPU_PATCHER_EMULATE=1) uses the CPU: it needs no CANN.
+elif [ -n "${NPU_ENV_CANN_SOURCED:-}" ]; then
     : # Already sourced in this environment (by an earlier run of this file).
 elif [ -n "${ASCEND_HOME_PATH:-}" ] && [ -n "${ASCEND_OPP_PATH:-}" ]; then
     # The caller loaded CANN already; sourcing it again would only duplicate PATH entries.
@@ -93,7 +100,7 @@ else
         "env_npu.sh: torch_npu needs ASCEND_HOME_PATH and ASCEND_OPP_PATH; install the CANN toolkit or set" \
         "env_npu.sh: NPU_CANN_SET_ENV=/path/to/set_env.sh before sourcing this file." >&2
 fi
-unset _npu_env_set_env
+unset _npu_env_set_env _npu_env_emulated
 unset -f _npu_env_find_set_env
 
 # ---------------------------------------------------------------------------------------------

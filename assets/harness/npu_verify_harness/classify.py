@@ -187,7 +187,7 @@ def classify(exc, project_root):
     return (
         "program-error",
         "the program raised{}: {}".format(place, message),
-        "fix the error at the place shown (the full traceback is in the harness output)",
+        "fix the error at the place shown (its traceback is in the report, under the check)",
     )
 
 

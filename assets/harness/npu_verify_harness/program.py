@@ -49,7 +49,7 @@ def run(request, results, setup_torch):
     observer = Observer(torch, root, device_type, steps=request.get("steps"))
     if mode == "pipeline":
         observer.install()
-    loaders = DataWatch(torch, request.get("batches", 3), observer) if mode == "data" else None
+    loaders = DataWatch(torch, request.get("batches", 3), observer, request["project_root"]) if mode == "data" else None
     if loaders is not None:
         loaders.install()
     ranks = None
@@ -116,9 +116,24 @@ def emulated_group(exc):
     return None
 
 
+#: The most traceback lines a report keeps (the innermost: where the error arose and what it says).
+TRACEBACK_LINES = 60
+
+
+def traceback_text(exc):
+    """The formatted traceback of ``exc`` (with its causes), its last :data:`TRACEBACK_LINES` lines."""
+    lines = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).splitlines()
+    if len(lines) > TRACEBACK_LINES:
+        lines = ["... ({} earlier lines)".format(len(lines) - TRACEBACK_LINES)] + lines[-TRACEBACK_LINES:]
+    return "\n".join(lines)
+
+
 def failure_data(exc, reason, **data):
-    """``data`` of a failed run check: the reason, and the emulator's restriction group when it raised ``exc``."""
+    """``data`` of a failed run check: the reason, the traceback when the program raised ``exc``, and the
+    emulator's restriction group when that came from the emulated device."""
     data["reason"] = reason
+    if exc is not None:
+        data["traceback"] = traceback_text(exc)
     group = emulated_group(exc)
     if group is not None:
         data["group"] = group
@@ -139,9 +154,15 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
     # npu-scan's facts: the entry (or a project file it imports) builds no optimizer it steps.
     no_optimizer = steps == 0 and request.get("entry_trains") is False
     no_optimizer_text = "the program ran no optimizer step: npu-scan found no optimizer that it builds and steps"
-    no_optimizer_remedy = (
-        "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train"
-    )
+    if request.get("entry_named"):
+        no_optimizer_remedy = (
+            "the command you named does not train as run: give it the arguments or config that train "
+            "(not an evaluation or inference mode)"
+        )
+    else:
+        no_optimizer_remedy = (
+            "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train"
+        )
     if ended is not None:
         status, detail, remedy, reason = ended
         data = failure_data(raised(outcome), reason, **data)
@@ -164,8 +185,9 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
             "pipeline.run",
             FAIL,
             "the program ended after {} of {} optimizer steps".format(steps, want),
-            "point verify at the training entry (--entry FILE or `-- <launch command>`) and a config that trains "
-            "at least {} steps".format(want),
+            ("give the command a config that trains at least {} steps".format(want) if request.get("entry_named")
+             else "point verify at the training entry (--entry FILE or `-- <launch command>`) and a config that "
+             "trains at least {} steps".format(want)),
             data=dict(data, reason="too-few-steps"),
         )
     else:
@@ -372,11 +394,14 @@ def summarize_fires(reports):
 class DataWatch:
     """Find the program's DataLoaders; drain the first one it iterates."""
 
-    def __init__(self, torch, batches, observer):
+    def __init__(self, torch, batches, observer, project_root):
         self.torch = torch
         self.want = batches
         self.observer = observer
+        self.root = project_root
         self.built = []
+        #: Where each DataLoader was built (``file:line`` in the project), by ``id`` of the loader.
+        self.sites = {}
         self.drained = None
         self._undo = []
 
@@ -388,6 +413,7 @@ class DataWatch:
         def __init__(self, *args, **kwargs):
             original_init(self, *args, **kwargs)
             watch.built.append(weakref.ref(self))
+            watch.sites[id(self)] = watch.caller_site()
 
         def __iter__(self):
             if watch.drained is None:
@@ -404,6 +430,17 @@ class DataWatch:
         while self._undo:
             self._undo.pop()()
 
+    def caller_site(self):
+        """``file:line`` of the innermost project frame that is building a DataLoader, else None."""
+        root = os.path.abspath(self.root) + os.sep
+        frame = sys._getframe(2)
+        while frame is not None:
+            path = os.path.abspath(frame.f_code.co_filename)
+            if path.startswith(root) and os.sep + "migrate_to_cloudrobo" + os.sep not in path:
+                return "{}:{}".format(os.path.relpath(path, self.root).replace(os.sep, "/"), frame.f_lineno)
+            frame = frame.f_back
+        return None
+
     def drain(self, loader, original_iter):
         try:
             import numpy as np
@@ -414,6 +451,8 @@ class DataWatch:
             "num_workers": getattr(loader, "num_workers", None),
             "batch_size": getattr(loader, "batch_size", None),
             "dataset": type(getattr(loader, "dataset", None)).__name__,
+            "site": self.sites.get(id(loader)),
+            "built": len(self.built),
             "error": None,
             "times_s": [],
         }
@@ -467,7 +506,9 @@ def report_data(request, results, loaders, outcome):
                     "data.run",
                     FAIL,
                     "the program built no torch DataLoader (it ended: {})".format(outcome.kind),
-                    "point verify at the training entry (--entry FILE or `-- <launch command>`)",
+                    ("the command you named builds no DataLoader as run: give it the arguments or config that "
+                     "train" if request.get("entry_named")
+                     else "point verify at the training entry (--entry FILE or `-- <launch command>`)"),
                     data={"reason": "no-dataloader"},
                 )
             return 0
@@ -490,13 +531,22 @@ def report_data(request, results, loaders, outcome):
         note = ""
         if early is not None:
             note = "; the program itself failed before iterating it ({})".format(early[1])
+        which = "the program's DataLoader"
+        if info["site"] is not None:
+            which = "the DataLoader built at {}".format(info["site"])
+        more = ""
+        if info["built"] > 1:
+            more = "; the first one iterated, of {} built so far".format(info["built"])
+        data = {"dataset": info["dataset"], "site": info["site"], "loaders_built": info["built"]}
+        if early is not None:
+            data["reason"] = early[3]
         results.check(
             "data.run",
             WARN if early is not None else PASS,
-            "{} batches from the program's DataLoader ({}, batch_size={}, num_workers={}){}".format(
-                got, info["dataset"], info["batch_size"], info["num_workers"], note),
+            "{} batches from {} ({}, batch_size={}, num_workers={}{}){}".format(
+                got, which, info["dataset"], info["batch_size"], info["num_workers"], more, note),
             early[2] if early is not None else None,
-            data={"reason": early[3]} if early is not None else None,
+            data=data,
         )
     if error is None and info["num_workers"]:
         results.check("data.workers", PASS, "{} worker processes delivered batches".format(info["num_workers"]))

@@ -1,7 +1,10 @@
 //! What the five command-line tools share beyond the schema: how a fatal error and its causes
-//! are printed (`<tool>: error: …`, then `  caused by: …` per cause) and when output is colored
-//! (`--color auto|always|never`; auto colors a terminal unless `NO_COLOR` is set). It knows
-//! nothing of issues.
+//! are printed (`<tool>: error: …`, then `  caused by: …` per cause), when output is colored
+//! (`--color auto|always|never`; auto colors a terminal unless `NO_COLOR` is set), and how a
+//! distributed launch command is read ([`launcher`], one reading for `npu-train` and
+//! `npu-verify`). It knows nothing of issues.
+
+pub mod launcher;
 
 use std::error::Error;
 use std::fmt::Write as _;

@@ -85,8 +85,22 @@ pub fn init(project: &Path, force: bool, source: &Source) -> Result<Vec<Outcome>
         .iter()
         .map(|(asset, name)| ((*asset).to_owned(), (*name).to_owned()))
         .collect();
-    install(project, &files, force, source)
+    let mut outcomes = install(project, &files, force, source)?;
+    let ignore = project.join(MIGRATE_DIR).join(".gitignore");
+    let action = place(&ignore, MIGRATE_GITIGNORE, 0o644, None, force)?;
+    outcomes.push(Outcome {
+        asset: ".gitignore".to_owned(),
+        target: ignore,
+        action,
+    });
+    Ok(outcomes)
 }
+
+/// What the tools write into `migrate_to_cloudrobo/` while a port runs (npu-verify's report, the
+/// training logs): results of runs, not part of the port, so kept out of `git status`.
+const MIGRATE_GITIGNORE: &[u8] =
+    b"# Results of runs (npu-verify, train.sh / npu-train), not part of the port.\n\
+verify-report.json\nlogs/\n";
 
 /// Also copy the emulated `npu` device into `PROJECT/migrate_to_cloudrobo/emulator/`, for
 /// `train.sh` with `NPU_PATCHER_EMULATE=1` on a machine without an NPU (see [`crate::emulator`]).

@@ -97,6 +97,12 @@ fn init_from_the_binary_installs_what_it_embeds() {
     let mig = dir.path().join("migrate_to_cloudrobo");
     assert!(stdout(&out).contains("created   ./migrate_to_cloudrobo/env_npu.sh\n"));
     assert!(stdout(&out).contains("created   ./migrate_to_cloudrobo/train.sh\n"));
+    // Run results (verify's report, training logs) stay out of the port's `git status`.
+    let ignore = fs::read_to_string(mig.join(".gitignore")).unwrap();
+    assert!(
+        ignore.lines().any(|l| l == "verify-report.json") && ignore.lines().any(|l| l == "logs/"),
+        "{ignore}"
+    );
     let mode = fs::metadata(mig.join("train.sh"))
         .unwrap()
         .permissions()
@@ -186,6 +192,7 @@ fn init_never_overwrites_a_user_change_but_updates_its_own_old_copies() {
             ("env_npu.sh".to_owned(), Action::Updated),
             ("train.sh".to_owned(), Action::Kept),
             ("runtime_patches.py".to_owned(), Action::Unchanged),
+            (".gitignore".to_owned(), Action::Unchanged),
         ]
     );
     assert_eq!(fs::read(mig.join("env_npu.sh")).unwrap(), newer);
@@ -573,7 +580,10 @@ fn summary_times_every_recorded_step_and_keeps_run_outputs_out_of_the_changes() 
         "{text}"
     );
     assert!(
-        text.contains("what `.gitignore` leaves out: `wandb/`."),
+        text.contains(
+            "what `.gitignore` leaves out: `migrate_to_cloudrobo/logs/`, \
+             `migrate_to_cloudrobo/verify-report.json`, `wandb/`."
+        ),
         "{text}"
     );
     // A file written outside any run is still the port's own new code.

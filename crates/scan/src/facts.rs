@@ -153,6 +153,10 @@ pub struct FileFacts {
     /// transformers, `deepspeed.initialize`) and calls `.step()` on something, or builds a
     /// Lightning / transformers `Trainer`, which does both.
     pub trains: bool,
+    /// Builds an optimizer (as for [`Self::trains`]), whether or not this file steps it.
+    pub builds_optimizer: bool,
+    /// Calls `.step()` on something (or builds a trainer that does).
+    pub steps: bool,
     /// An expression was nested deeper than [`crate::walk::MAX_DEPTH`]; the part
     /// below that depth was not checked.
     pub too_deep: bool,
@@ -254,6 +258,8 @@ impl FactRecorder {
     pub(crate) fn finish(mut self, too_deep: bool) -> FileFacts {
         self.facts.too_deep = too_deep;
         self.facts.trains = self.builds_optimizer && self.steps;
+        self.facts.builds_optimizer = self.builds_optimizer;
+        self.facts.steps = self.steps;
         let p = &self.patchers;
         for (call, start) in self.facts.patcher_calls.iter_mut().zip(&p.starts) {
             call.applied = p.applied_calls.contains(start)

@@ -39,7 +39,7 @@ pub struct EntryPoint {
     /// The entry file itself sets up the NPU.
     pub sets_up_npu_here: bool,
     /// The program (this file or a project file it imports, transitively) builds an optimizer
-    /// and steps it ([`FileFacts::trains`]).
+    /// and steps it ([`FileFacts::trains`]; one file may build it and another step it).
     pub trains: bool,
     /// The entry file itself builds an optimizer and steps it.
     pub trains_here: bool,
@@ -266,7 +266,9 @@ impl Project {
             };
             let uses_torch = reached().any(|f| f.uses_torch);
             let sets_up_npu = reached().any(|f| f.sets_up_npu);
-            let trains = reached().any(|f| f.trains);
+            // One file may build the optimizer and another step it (a trainer module).
+            let trains = reached().any(|f| f.trains)
+                || (reached().any(|f| f.builds_optimizer) && reached().any(|f| f.steps));
             out.push(EntryPoint {
                 file: path.clone(),
                 line: anchor.site.line,

@@ -115,13 +115,19 @@ fn usage(cli: &Cli) -> Result<()> {
 
 fn launch(cli: &Cli) -> Result<u8> {
     let current: BTreeMap<OsString, OsString> = std::env::vars_os().collect();
-    let mut plan = env::plan(&cli.project, &current)?;
+    let switch = std::env::var(emulator::SWITCH).ok();
+    let emulate = cli.emulate_npu || emulator::switch_is_on(switch.as_deref());
+    // env_npu.sh looks for no CANN on an emulated run.
+    let mut sourced_with = current.clone();
+    if emulate {
+        sourced_with.insert("NPU_PATCHER_EMULATED".into(), "1".into());
+    }
+    let mut plan = env::plan(&cli.project, &sourced_with)?;
     for note in &plan.notes {
         eprintln!("npu-train: warning: {note}");
     }
-    let switch = std::env::var(emulator::SWITCH).ok();
     // Held for the whole run: an extracted copy lives as long as this value.
-    let emulated = if cli.emulate_npu || emulator::switch_is_on(switch.as_deref()) {
+    let emulated = if emulate {
         let found = emulator::locate_here(&cli.project)?;
         env::emulate(&mut plan, &found.dir, &current);
         Some(found)

@@ -16,114 +16,28 @@
 //!   the emulated hccl talks over loopback on one node (`GLOO_SOCKET_IFNAME=lo`).
 
 use crate::env::Plan;
+use cli_support::launcher::{self, LaunchCommand};
 use std::collections::BTreeMap;
 use std::ffi::OsString;
 use std::path::Path;
 
-/// A distributed launcher found in the command.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launch {
-    /// `torchrun`, `accelerate` or `deepspeed`.
-    pub launcher: &'static str,
-    /// Processes per node, when the command sets a number.
-    pub nproc: Option<u32>,
-    /// The command spans several machines.
-    pub multi_node: bool,
-    /// The words the launcher options were read from (the command, or a script's line).
-    pub words: Vec<String>,
-}
-
-const NPROC_FLAGS: &[&str] = &[
-    "--nproc_per_node",
-    "--nproc-per-node",
-    "--num_processes",
-    "--num-processes",
-    "--num_gpus",
-    "--num-gpus",
-];
-
-/// The launcher of `command`, directly or in the shell script it runs (its first launcher line).
-pub fn parse(command: &[OsString], project: &Path) -> Option<Launch> {
+/// The launcher of `command`, directly or in the shell script it runs (its first launcher line),
+/// read as `npu-verify` reads it ([`cli_support::launcher`]).
+pub fn parse(command: &[OsString], project: &Path) -> Option<LaunchCommand> {
     let words: Vec<String> = command
         .iter()
         .map(|w| w.to_string_lossy().into_owned())
         .collect();
-    if let Some(found) = parse_words(&words) {
+    if let Some(found) = launcher::parse(&words) {
         return Some(found);
     }
-    let script = words
-        .iter()
-        .take(2)
-        .find(|w| Path::new(w).extension().is_some_and(|e| e == "sh"))?;
-    let path = Path::new(script);
+    let path = Path::new(launcher::script_of(&words)?);
     let path = if path.is_absolute() {
         path.to_owned()
     } else {
         project.join(path)
     };
-    let text = std::fs::read_to_string(path).ok()?;
-    text.lines()
-        .map(|line| line.split('#').next().unwrap_or(""))
-        .find_map(|line| {
-            let words: Vec<String> = line.split_whitespace().map(str::to_owned).collect();
-            // The launcher may follow `exec`, `bash migrate_to_cloudrobo/train.sh`, env settings...
-            (0..words.len()).find_map(|start| parse_words(&words[start..]))
-        })
-}
-
-fn parse_words(words: &[String]) -> Option<Launch> {
-    let first = words.first()?;
-    let base = first.rsplit('/').next().unwrap_or(first);
-    let launcher = if base == "torchrun"
-        || (base.starts_with("python")
-            && words.get(1).is_some_and(|w| w == "-m")
-            && words
-                .get(2)
-                .is_some_and(|m| m == "torch.distributed.run" || m == "torch.distributed.launch"))
-    {
-        "torchrun"
-    } else if base == "accelerate" && words.get(1).is_some_and(|w| w == "launch") {
-        "accelerate"
-    } else if base == "deepspeed" {
-        "deepspeed"
-    } else {
-        return None;
-    };
-    let nproc = flag_value(words, NPROC_FLAGS)
-        .and_then(|v| v.trim_matches(['"', '\'']).parse().ok())
-        .filter(|n| *n >= 1);
-    let nnodes = flag_value(words, &["--nnodes", "--num_machines", "--num-machines"]);
-    let multi_node = nnodes.is_some_and(|n| n != "1" && n != "1:1")
-        || [
-            "--master_addr",
-            "--master-addr",
-            "--rdzv_endpoint",
-            "--rdzv-endpoint",
-            "--node_rank",
-            "--node-rank",
-            "--hostfile",
-        ]
-        .iter()
-        .any(|f| flag_value(words, &[f]).is_some());
-    Some(Launch {
-        launcher,
-        nproc,
-        multi_node,
-        words: words.to_vec(),
-    })
-}
-
-/// The value of the first of `flags` (`--flag VALUE` or `--flag=VALUE`).
-fn flag_value(words: &[String], flags: &[&str]) -> Option<String> {
-    let mut iter = words.iter();
-    while let Some(word) = iter.next() {
-        match word.split_once('=') {
-            Some((flag, value)) if flags.contains(&flag) => return Some(value.to_owned()),
-            None if flags.contains(&word.as_str()) => return iter.next().cloned(),
-            _ => {}
-        }
-    }
-    None
+    launcher::parse_script(&std::fs::read_to_string(path).ok()?)
 }
 
 /// The cards `ASCEND_RT_VISIBLE_DEVICES` makes visible: the ids read before the first space or
@@ -140,9 +54,12 @@ pub fn visible_cards(value: &str) -> Vec<u32> {
 }
 
 /// An error when the card list holds fewer cards than the node's processes; else the warnings.
-pub fn check(launch: &Launch, env: &dyn Fn(&str) -> Option<String>) -> Result<Vec<String>, String> {
+pub fn check(
+    launch: &LaunchCommand,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, String> {
     let mut notes = Vec::new();
-    if let (Some(nproc), Some(visible)) = (launch.nproc, env("ASCEND_RT_VISIBLE_DEVICES")) {
+    if let (Some(nproc), Some(visible)) = (launch.processes(), env("ASCEND_RT_VISIBLE_DEVICES")) {
         let cards = visible_cards(&visible);
         if (cards.len() as u64) < u64::from(nproc) {
             let want: Vec<String> = (0..nproc).map(|i| i.to_string()).collect();
@@ -152,7 +69,7 @@ pub fn check(launch: &Launch, env: &dyn Fn(&str) -> Option<String>) -> Result<Ve
                  start {} process{} (--nproc_per_node {})",
                 cards.len(),
                 if cards.len() == 1 { "" } else { "s" },
-                launch.launcher,
+                launch.launcher.name(),
                 want.join(","),
                 cards.len(),
                 if cards.len() == 1 { "" } else { "es" },
@@ -160,7 +77,7 @@ pub fn check(launch: &Launch, env: &dyn Fn(&str) -> Option<String>) -> Result<Ve
             ));
         }
     }
-    if launch.multi_node && env("HCCL_IF_IP").is_none() && env("HCCL_SOCKET_IFNAME").is_none() {
+    if launch.multi_node() && env("HCCL_IF_IP").is_none() && env("HCCL_SOCKET_IFNAME").is_none() {
         notes.push(
             "a multi-node launch and neither HCCL_IF_IP nor HCCL_SOCKET_IFNAME is set: set \
              HCCL_SOCKET_IFNAME to the network interface the nodes reach each other on (or HCCL_IF_IP to \
@@ -174,7 +91,7 @@ pub fn check(launch: &Launch, env: &dyn Fn(&str) -> Option<String>) -> Result<Ve
 /// The environment a distributed launch gets (see the module documentation); `ranks_dir` is
 /// where torchrun writes one log per rank.
 pub fn apply(
-    launch: &Launch,
+    launch: &LaunchCommand,
     plan: &mut Plan,
     ranks_dir: &Path,
     emulated: bool,
@@ -184,10 +101,9 @@ pub fn apply(
         let key = OsString::from(name);
         !plan.changes.contains_key(&key) && !current.contains_key(&key)
     };
-    if launch.launcher == "torchrun" {
-        let chosen = ["--tee", "--redirects", "-r", "-t", "--log-dir", "--log_dir"]
-            .iter()
-            .any(|f| flag_value(&launch.words, &[f]).is_some());
+    if launch.launcher == launcher::Launcher::Torchrun {
+        let chosen =
+            launch.has_option(&["--tee", "--redirects", "-r", "-t", "--log-dir", "--log_dir"]);
         if !chosen && unset(plan, "PET_TEE") && unset(plan, "PET_LOG_DIR") {
             plan.changes.insert("PET_TEE".into(), Some("3".into()));
             plan.changes
@@ -195,7 +111,7 @@ pub fn apply(
         }
     }
     if emulated {
-        if let Some(nproc) = launch.nproc
+        if let Some(nproc) = launch.processes()
             && unset(plan, "NPU_EMULATOR_DEVICE_COUNT")
         {
             plan.changes.insert(
@@ -203,7 +119,7 @@ pub fn apply(
                 Some(nproc.to_string().into()),
             );
         }
-        if !launch.multi_node && unset(plan, "GLOO_SOCKET_IFNAME") {
+        if !launch.multi_node() && unset(plan, "GLOO_SOCKET_IFNAME") {
             plan.changes
                 .insert("GLOO_SOCKET_IFNAME".into(), Some("lo".into()));
         }
@@ -223,7 +139,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let found = parse(&words("torchrun --nproc_per_node 8 train.py"), dir.path()).unwrap();
         assert_eq!(
-            (found.launcher, found.nproc, found.multi_node),
+            (found.launcher.name(), found.processes(), found.multi_node()),
             ("torchrun", Some(8), false)
         );
         let found = parse(
@@ -231,13 +147,16 @@ mod tests {
             dir.path(),
         )
         .unwrap();
-        assert_eq!((found.nproc, found.multi_node), (Some(2), true));
+        assert_eq!((found.processes(), found.multi_node()), (Some(2), true));
         let found = parse(
             &words("accelerate launch --num_processes 4 train.py"),
             dir.path(),
         )
         .unwrap();
-        assert_eq!((found.launcher, found.nproc), ("accelerate", Some(4)));
+        assert_eq!(
+            (found.launcher.name(), found.processes()),
+            ("accelerate", Some(4))
+        );
         assert!(parse(&words("python train.py"), dir.path()).is_none());
         std::fs::write(
             dir.path().join("run.sh"),
@@ -245,13 +164,13 @@ mod tests {
         )
         .unwrap();
         let found = parse(&words("bash run.sh"), dir.path()).unwrap();
-        assert_eq!(found.nproc, Some(4));
+        assert_eq!(found.processes(), Some(4));
     }
 
     #[test]
     fn fewer_cards_than_processes_is_an_error() {
         let launch =
-            parse_words(&["torchrun".into(), "--nproc_per_node".into(), "4".into()]).unwrap();
+            launcher::parse(&["torchrun".into(), "--nproc_per_node".into(), "4".into()]).unwrap();
         let env = |v: &'static str| {
             move |name: &str| (name == "ASCEND_RT_VISIBLE_DEVICES").then(|| v.to_owned())
         };
@@ -274,7 +193,7 @@ mod tests {
     #[test]
     fn multi_node_without_an_interface_is_warned_about() {
         let launch =
-            parse_words(&["torchrun".into(), "--nnodes=2".into(), "train.py".into()]).unwrap();
+            launcher::parse(&["torchrun".into(), "--nnodes=2".into(), "train.py".into()]).unwrap();
         let notes = check(&launch, &|_| None).unwrap();
         assert!(notes[0].contains("HCCL_SOCKET_IFNAME"), "{notes:?}");
         let set = |name: &str| (name == "HCCL_SOCKET_IFNAME").then(|| "eth0".to_owned());
@@ -284,7 +203,7 @@ mod tests {
     #[test]
     fn torchrun_keeps_ranks_apart_unless_told_otherwise() {
         let launch =
-            parse_words(&["torchrun".into(), "--nproc_per_node".into(), "2".into()]).unwrap();
+            launcher::parse(&["torchrun".into(), "--nproc_per_node".into(), "2".into()]).unwrap();
         let mut plan = Plan::default();
         apply(
             &launch,
@@ -302,7 +221,7 @@ mod tests {
             plan.changes[&OsString::from("NPU_EMULATOR_DEVICE_COUNT")],
             Some("2".into())
         );
-        let teed = parse_words(&["torchrun".into(), "--tee".into(), "1".into()]).unwrap();
+        let teed = launcher::parse(&["torchrun".into(), "--tee".into(), "1".into()]).unwrap();
         let mut plan = Plan::default();
         apply(
             &teed,

@@ -397,6 +397,30 @@ if __name__ == \"__main__\":\n    main()\n";
     }
 
     #[test]
+    fn an_optimizer_built_in_one_file_and_stepped_in_another_trains() {
+        let entry = "import torch\nfrom optim import make\nfrom loop import run\n\n\
+if __name__ == \"__main__\":\n    run(make())\n";
+        let optim = "import torch\n\ndef make():\n    return torch.optim.AdamW([])\n";
+        let looped = "def run(opt):\n    for _ in range(3):\n        opt.step()\n";
+        let dir = tree(&[
+            ("train.py", entry),
+            ("optim.py", optim),
+            ("loop.py", looped),
+        ]);
+        let entries = entry_points(&project(dir.path()));
+        assert_eq!(
+            entries[0].training_note(),
+            "a project file it imports builds an optimizer and steps it"
+        );
+        // Built but stepped nowhere is still no training.
+        let dir = tree(&[("train.py", entry), ("optim.py", optim), ("loop.py", "")]);
+        assert_eq!(
+            entry_points(&project(dir.path()))[0].training_note(),
+            "no optimizer that it steps"
+        );
+    }
+
+    #[test]
     fn draccus_entries_get_config_path() {
         let draccus = "import draccus\n\n@draccus.wrap(config_path=\"configs/train.yaml\")\ndef main(cfg):\n    pass\n\n\
 if __name__ == \"__main__\":\n    main()\n";

@@ -2,6 +2,7 @@
 //! command run with Python shims on `PATH`.
 
 use crate::entry::has_extension;
+use cli_support::launcher;
 use std::path::{Path, PathBuf};
 
 /// How a Python program is started.
@@ -71,39 +72,44 @@ impl Launch {
     }
 }
 
-/// Parse `-- <launch command>` into a Python launch (`python`, `torchrun`, or a `.py` file).
+/// Parse `-- <launch command>` into a Python launch (`python`, a distributed launcher, or a
+/// `.py` file); launchers are read as `npu-train` reads them ([`cli_support::launcher`]).
 pub fn parse_launch(words: &[String], root: &Path) -> Result<Launch, String> {
     let Some(first) = words.first() else {
         return Err("the launch command after `--` is empty".to_owned());
     };
     let base = first.rsplit('/').next().unwrap_or(first);
-    let is_python = base.starts_with("python");
-    let mut rest: &[String] = &words[1..];
-    if base == "torchrun"
-        || (is_python
-            && rest.len() >= 2
-            && rest[0] == "-m"
-            && rest[1].starts_with("torch.distributed."))
-    {
-        if is_python {
-            rest = &rest[2..];
+    let rest: &[String];
+    if let Some(command) = launcher::parse(words) {
+        // The harness runs one process of the launcher's program.
+        if command.module {
+            let (module, argv) = command
+                .program
+                .split_first()
+                .ok_or("the launcher's `-m` names no module")?;
+            return Ok(Launch::Module {
+                module: module.clone(),
+                argv: argv.to_vec(),
+            });
         }
-        rest = skip_torchrun_options(rest);
-    } else if is_python {
-        while let Some(word) = rest.first() {
+        return script(&command.program, root);
+    } else if base.starts_with("python") {
+        let mut after: &[String] = &words[1..];
+        while let Some(word) = after.first() {
             match word.as_str() {
                 "-m" => {
-                    let module = rest.get(1).ok_or("`python -m` without a module")?;
+                    let module = after.get(1).ok_or("`python -m` without a module")?;
                     return Ok(Launch::Module {
                         module: module.clone(),
-                        argv: rest[2..].to_vec(),
+                        argv: after[2..].to_vec(),
                     });
                 }
-                "-W" | "-X" => rest = rest.get(2..).unwrap_or(&[]),
-                w if w.starts_with('-') && w != "-" => rest = &rest[1..],
+                "-W" | "-X" => after = after.get(2..).unwrap_or(&[]),
+                w if w.starts_with('-') && w != "-" => after = &after[1..],
                 _ => break,
             }
         }
+        rest = after;
     } else if !has_extension(Path::new(base), "py") {
         return Ok(Launch::Shell {
             words: words.to_vec(),
@@ -111,7 +117,12 @@ pub fn parse_launch(words: &[String], root: &Path) -> Result<Launch, String> {
     } else {
         rest = words;
     }
-    let script = rest
+    script(rest, root)
+}
+
+/// `script.py ARGS` as a launch of a project script that exists.
+fn script(words: &[String], root: &Path) -> Result<Launch, String> {
+    let script = words
         .first()
         .ok_or("the launch command names no Python script")?;
     let path = root.join(script);
@@ -123,92 +134,18 @@ pub fn parse_launch(words: &[String], root: &Path) -> Result<Launch, String> {
     }
     Ok(Launch::Script {
         path: PathBuf::from(script),
-        argv: rest[1..].to_vec(),
+        argv: words[1..].to_vec(),
     })
-}
-
-/// Drop torchrun's own options; the harness runs one process.
-fn skip_torchrun_options(mut rest: &[String]) -> &[String] {
-    const FLAGS: &[&str] = &[
-        "--standalone",
-        "--no-python",
-        "--no_python",
-        "--run-path",
-        "--run_path",
-        "--module",
-        "-m",
-    ];
-    while let Some(word) = rest.first() {
-        if !word.starts_with('-') {
-            break;
-        }
-        if FLAGS.contains(&word.as_str()) || word.contains('=') {
-            rest = &rest[1..];
-        } else {
-            rest = rest.get(2..).unwrap_or(&[]);
-        }
-    }
-    rest
-}
-
-/// The process count of a distributed launcher command line: torchrun's `--nproc_per_node`
-/// (`--nproc-per-node`), accelerate's `--num_processes`, deepspeed's `--num_gpus`, when it is a
-/// number (not `auto`, `gpu` or a shell variable).
-pub fn processes_in_words(words: &[String]) -> Option<u32> {
-    const FLAGS: &[&str] = &[
-        "--nproc_per_node",
-        "--nproc-per-node",
-        "--num_processes",
-        "--num-processes",
-        "--num_gpus",
-        "--num-gpus",
-    ];
-    let mut iter = words.iter().peekable();
-    while let Some(word) = iter.next() {
-        let (flag, value) = match word.split_once('=') {
-            Some((flag, value)) => (flag, Some(value.to_owned())),
-            None => (word.as_str(), None),
-        };
-        if !FLAGS.contains(&flag) {
-            continue;
-        }
-        let value = value.or_else(|| iter.peek().map(|w| (*w).clone()))?;
-        return value
-            .trim_matches(['"', '\''])
-            .parse()
-            .ok()
-            .filter(|n| *n >= 1);
-    }
-    None
-}
-
-/// A launcher line (torchrun, `python -m torch.distributed.run`, `accelerate launch`,
-/// `deepspeed`) of a shell script, split into words (no shell expansion).
-fn launcher_lines(text: &str) -> impl Iterator<Item = Vec<String>> + '_ {
-    text.lines()
-        .map(|line| line.split('#').next().unwrap_or(""))
-        .filter(|line| {
-            line.contains("torchrun")
-                || line.contains("torch.distributed.run")
-                || line.contains("torch.distributed.launch")
-                || line.contains("accelerate launch")
-                || line.contains("deepspeed")
-        })
-        .map(|line| line.split_whitespace().map(str::to_owned).collect())
 }
 
 /// The process count the launch command asks for: its own launcher options, or for a shell
 /// script, the first launcher line of that script that sets a number.
 pub fn launch_processes(words: &[String], root: &Path) -> Option<u32> {
-    if let Some(n) = processes_in_words(words) {
-        return Some(n);
+    if let Some(command) = launcher::find(words) {
+        return command.processes();
     }
-    let script = words
-        .iter()
-        .take(2)
-        .find(|w| has_extension(Path::new(w), "sh"))?;
-    let text = std::fs::read_to_string(root.join(script)).ok()?;
-    launcher_lines(&text).find_map(|line| processes_in_words(&line))
+    let text = std::fs::read_to_string(root.join(launcher::script_of(words)?)).ok()?;
+    launcher::script_lines(&text).find_map(|c| c.processes())
 }
 
 /// Shell scripts of the project (its root and `scripts/`) with a launcher line that runs
@@ -231,9 +168,9 @@ pub fn project_launchers(root: &Path, entry: &str) -> Vec<(String, u32)> {
             let Ok(text) = std::fs::read_to_string(&path) else {
                 continue;
             };
-            let count = launcher_lines(&text)
-                .filter(|line| line.iter().any(|w| w.ends_with(&name)))
-                .find_map(|line| processes_in_words(&line));
+            let count = launcher::script_lines(&text)
+                .filter(|c| c.program.first().is_some_and(|w| w.ends_with(&name)))
+                .find_map(|c| c.processes());
             if let Some(count) = count {
                 let rel = path.strip_prefix(root).unwrap_or(&path);
                 found.push((rel.display().to_string(), count));
@@ -296,19 +233,25 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let words = |s: &str| s.split(' ').map(str::to_owned).collect::<Vec<_>>();
         assert_eq!(
-            processes_in_words(&words("torchrun --nproc_per_node 8 train.py")),
+            launch_processes(&words("torchrun --nproc_per_node 8 train.py"), dir.path()),
             Some(8)
         );
         assert_eq!(
-            processes_in_words(&words("torchrun --nproc-per-node=4 train.py")),
+            launch_processes(&words("torchrun --nproc-per-node=4 train.py"), dir.path()),
             Some(4)
         );
         assert_eq!(
-            processes_in_words(&words("accelerate launch --num_processes 2 train.py")),
+            launch_processes(
+                &words("accelerate launch --num_processes 2 train.py"),
+                dir.path()
+            ),
             Some(2)
         );
         assert_eq!(
-            processes_in_words(&words("torchrun --nproc_per_node $NGPUS train.py")),
+            launch_processes(
+                &words("torchrun --nproc_per_node $NGPUS train.py"),
+                dir.path()
+            ),
             None
         );
         std::fs::create_dir(dir.path().join("scripts")).unwrap();

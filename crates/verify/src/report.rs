@@ -298,6 +298,17 @@ impl Report {
             for line in check.detail.lines().skip(1) {
                 let _ = writeln!(out, "{:<6} {:<width$}  | {}", "", "", line.trim_end());
             }
+            // A failed run's traceback: the place in the user's code and the error.
+            let traceback = check
+                .data
+                .as_ref()
+                .and_then(|d| d.get("traceback"))
+                .and_then(serde_json::Value::as_str);
+            if let (Status::Fail, Some(traceback)) = (check.status, traceback) {
+                for line in traceback.lines() {
+                    let _ = writeln!(out, "{:<6} {:<width$}  | {}", "", "", line.trim_end());
+                }
+            }
             if let (Status::Fail | Status::Warn, Some(remedy)) = (check.status, &check.remedy) {
                 let _ = writeln!(out, "{:<6} {:<width$}  fix: {}", "", "", one_line(remedy));
             }

@@ -44,11 +44,12 @@ impl Session<'_> {
             }
         }
         if self.args.emulate_npu {
-            // A machine with an NPU has no CUDA device: code that still asks for CUDA must fail here too.
-            env.push(("CUDA_VISIBLE_DEVICES".into(), OsString::new()));
-            // A real torch_npu must not load with torch (torch >= 2.5 autoloads backends): the
-            // emulator needs the npu device name for itself.
-            env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
+            // No CUDA device (a machine with an NPU has none: code that still asks for CUDA must
+            // fail here too), no backend autoloading (the emulator needs the npu name for itself),
+            // and the mark of an emulated run (env_npu.sh then looks for no CANN).
+            for (name, value) in patch_assets::emulator::RUN_ENV {
+                env.push((name.into(), value.into()));
+            }
         }
         if let Some(count) = ranks
             && self.args.emulate_npu
@@ -275,6 +276,9 @@ impl Session<'_> {
             request["launch"] = launch.clone();
             request["apply_patcher"] = self.harness_applies.into();
             request["entry_trains"] = trains.into();
+            // The user chose the entry: remedies must not tell them to choose one.
+            request["entry_named"] =
+                (self.args.entry.is_some() || !self.args.launch.is_empty()).into();
             let shell = shell_words.as_deref();
             let mode_ranks = if mode == "pipeline" { ranks } else { None };
             if let Some(count) = mode_ranks {

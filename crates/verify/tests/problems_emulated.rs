@@ -219,6 +219,98 @@ fn a_program_without_optimizer_steps_fails() {
 }
 
 #[test]
+fn a_named_entry_that_does_not_train_is_not_told_to_name_the_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), "print(model(x).sum())");
+    let args = [
+        "--pipeline",
+        "--emulate-npu",
+        "--timeout",
+        "300",
+        "--",
+        "python",
+        "train.py",
+    ];
+    let (code, report, _) = verify_json(&root, &args, &[]);
+    assert_eq!(code, Some(1));
+    let ran = check(&report, "pipeline.run");
+    assert_eq!(ran["data"]["reason"], "no-optimizer", "{ran:#}");
+    let remedy = ran["remedy"].as_str().unwrap();
+    assert!(!remedy.contains("point verify at"), "{remedy}");
+    assert!(remedy.contains("the command you named"), "{remedy}");
+}
+
+#[test]
+fn a_failed_run_keeps_its_traceback_in_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    std::fs::write(root.join("helpers.py"), "def scale(v):\n    return v / 0\n").unwrap();
+    let text = std::fs::read_to_string(root.join("train.py")).unwrap();
+    std::fs::write(
+        root.join("train.py"),
+        text.replace(
+            "def main():\n",
+            "def main():\n    from helpers import scale\n    scale(1)\n",
+        ),
+    )
+    .unwrap();
+    let (code, report) = run(&root, &[]);
+    assert_eq!(code, Some(1));
+    let ran = check(&report, "pipeline.run");
+    let traceback = ran["data"]["traceback"].as_str().unwrap_or_default();
+    assert!(
+        traceback.contains("helpers.py\", line 2, in scale")
+            && traceback.contains("ZeroDivisionError"),
+        "{ran:#}"
+    );
+    assert!(
+        !ran["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("in the harness output"),
+        "{ran:#}"
+    );
+    // The text report shows it under the check.
+    let out = Command::cargo_bin("npu-verify")
+        .unwrap()
+        .arg(&root)
+        .args(["--pipeline", "--emulate-npu", "--python"])
+        .arg(python())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.contains("| ZeroDivisionError: division by zero")),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn data_names_the_data_loader_it_sampled() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    std::fs::write(
+        root.join("train.py"),
+        "import torch\nfrom torch.utils.data import DataLoader, TensorDataset\n\n\
+         def loaders():\n    val = DataLoader(TensorDataset(torch.randn(8, 3)), batch_size=2)\n    \
+         train = DataLoader(TensorDataset(torch.randn(16, 3)), batch_size=4)\n    return train, val\n\n\n\
+         if __name__ == \"__main__\":\n    train, val = loaders()\n    for batch in train:\n        pass\n",
+    )
+    .unwrap();
+    let (_, report, _) = verify_json(&root, &["--data", "--emulate-npu"], &[]);
+    let ran = check(&report, "data.run");
+    assert_eq!(ran["status"], "pass", "{ran:#}");
+    let detail = ran["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("the DataLoader built at train.py:6") && detail.contains("of 2 built"),
+        "{ran:#}"
+    );
+    assert_eq!(ran["data"]["site"], "train.py:6", "{ran:#}");
+}
+
+#[test]
 fn an_argument_error_is_an_early_exit() {
     let dir = tempfile::tempdir().unwrap();
     let root = project(
