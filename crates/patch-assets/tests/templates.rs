@@ -185,6 +185,24 @@ fn env_warns_clearly_without_cann_and_still_sets_the_performance_defaults() {
 }
 
 #[test]
+fn env_looks_for_no_cann_on_an_emulated_run() {
+    let sb = Sandbox::new();
+    let script = r#"set -euo pipefail; . "$ENV_NPU"; echo "tq=$TASK_QUEUE_ENABLE""#;
+    for marks in [
+        [("NPU_PATCHER_EMULATED", "1")],
+        [("NPU_PATCHER_EMULATE", "True")],
+    ] {
+        let out = sb.bash(script, &marks);
+        assert!(out.status.success(), "{}", stderr(&out));
+        assert!(stdout(&out).contains("tq=2"), "{marks:?}");
+        assert_eq!(stderr(&out), "", "{marks:?}");
+    }
+    // Switched off is not emulated.
+    let out = sb.bash(script, &[("NPU_PATCHER_EMULATE", "0")]);
+    assert!(stderr(&out).contains("CANN set_env.sh not found"));
+}
+
+#[test]
 fn env_every_default_can_be_overridden_by_the_caller() {
     let text = fs::read_to_string(template("env_npu.sh")).unwrap();
     let defaults: Vec<(String, String)> = text
