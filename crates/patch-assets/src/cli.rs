@@ -6,6 +6,7 @@ use crate::Error;
 use crate::catalog::{self, Source};
 use crate::install::{self, Action, Outcome};
 use crate::summary::{self, Written};
+use crate::torch_npu_layer;
 use clap::{Parser, Subcommand, ValueEnum};
 use cli_support::{self, ColorChoice};
 use std::io::Write;
@@ -71,9 +72,40 @@ pub enum Command {
         #[arg(long)]
         force: bool,
         /// Also copy the emulated npu device to migrate_to_cloudrobo/emulator/, for
-        /// `NPU_PATCHER_EMULATE=1 bash migrate_to_cloudrobo/train.sh ...` on a machine without an NPU.
+        /// `NPU_PATCHER_EMULATE=1 bash migrate_to_cloudrobo/train.sh ...` on a machine without an NPU,
+        /// and fetch the real transfer_to_npu of the torch-npu release that pairs with the
+        /// project's torch (see `fetch-torch-npu`; offline, the emulator's stand-in is used).
         #[arg(long)]
         emulator: bool,
+        /// The project's Python, whose torch picks the torch-npu release (with --emulator)
+        /// [default: python3 on PATH].
+        #[arg(long, value_name = "PATH", requires = "emulator")]
+        python: Option<PathBuf>,
+    },
+    /// Fetch the Python layer of the torch-npu release that pairs with a torch, for emulated runs.
+    ///
+    /// Emulated runs (`npu-verify --emulate-npu`, `NPU_PATCHER_EMULATE=1 train.sh`) import the
+    /// real torch_npu/contrib/transfer_to_npu.py of that release over the emulated device. It
+    /// is downloaded once with the interpreter's pip (`--no-deps`; your index and proxy settings
+    /// apply), checked against the pinned sha256, and only its .py/.pyi/.json/.yaml files are
+    /// kept, in ~/.cache/npu-patcher/torch-npu/<version>/ ($NPU_PATCHER_TORCH_NPU_DIR overrides).
+    #[command(
+        name = "fetch-torch-npu",
+        after_help = "Examples:\n  npu-assets fetch-torch-npu                       for the torch of python3 on PATH\n  npu-assets fetch-torch-npu --python .venv/bin/python\n  npu-assets fetch-torch-npu --torch 2.6.0 --wheel torch_npu-2.6.0.post5-cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64.whl   offline: a wheel copied here\n  npu-assets fetch-torch-npu --list                the pinned releases"
+    )]
+    FetchTorchNpu {
+        /// The Python whose torch picks the release [default: python3 on PATH].
+        #[arg(long, value_name = "PATH")]
+        python: Option<PathBuf>,
+        /// The torch version to pair with, instead of asking the interpreter.
+        #[arg(long, value_name = "X.Y.Z")]
+        torch: Option<String>,
+        /// Use this wheel file (checked against the pinned sha256) instead of downloading.
+        #[arg(long, value_name = "FILE")]
+        wheel: Option<PathBuf>,
+        /// Print the pinned releases and exit.
+        #[arg(long)]
+        list: bool,
     },
     /// Draft PROJECT/migrate_to_cloudrobo/ADAPTATION_SUMMARY.md from the tools' records.
     ///
@@ -196,6 +228,7 @@ pub fn run(command: Command) -> Result<u8, Failure> {
             project,
             force,
             emulator,
+            python,
         } => {
             let mut outcomes = install::init(&project, force, &source)?;
             if emulator {
@@ -203,11 +236,35 @@ pub fn run(command: Command) -> Result<u8, Failure> {
             }
             let again = format!("npu-assets init {} --force", project.display());
             report(&mut out, &outcomes, &again)?;
+            if emulator {
+                // Offline is no failure: emulated runs then use the stand-in, and say so.
+                match fetch_layer(python.as_deref(), None, None) {
+                    Ok(line) => writeln!(out, "{line}")?,
+                    Err(e) => eprintln!("npu-assets: warning: {e}"),
+                }
+            }
             if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {
                 return Err(Error::MissingAsset {
                     path: missing.asset.clone(),
                 }
                 .into());
+            }
+        }
+        Command::FetchTorchNpu {
+            python,
+            torch,
+            wheel,
+            list,
+        } => {
+            if list {
+                for r in torch_npu_layer::releases() {
+                    writeln!(out, "{}  torch {}  {}", r.version, r.torch, r.filename)?;
+                }
+                return Ok(0);
+            }
+            match fetch_layer(python.as_deref(), torch.as_deref(), wheel.as_deref()) {
+                Ok(line) => writeln!(out, "{line}")?,
+                Err(e) => return Err(Error::TorchNpuLayer(e).into()),
             }
         }
         Command::Summary {
@@ -265,4 +322,30 @@ fn report(out: &mut impl Write, outcomes: &[Outcome], again: &str) -> std::io::R
         );
     }
     Ok(())
+}
+
+/// Make the torch-npu layer for `python`'s torch (or `torch`) ready; the line that says where.
+fn fetch_layer(
+    python: Option<&std::path::Path>,
+    torch: Option<&str>,
+    wheel: Option<&std::path::Path>,
+) -> std::result::Result<String, torch_npu_layer::LayerError> {
+    let python: Vec<std::ffi::OsString> =
+        vec![python.map_or_else(|| "python3".into(), |p| p.as_os_str().to_owned())];
+    let torch = match torch {
+        Some(v) => v.to_owned(),
+        None => torch_npu_layer::torch_version(&python)?,
+    };
+    let release = torch_npu_layer::release_for(&torch)?;
+    let layer = torch_npu_layer::ensure(&torch_npu_layer::cache_dir(), &release, &python, wheel)?;
+    Ok(format!(
+        "{}  torch-npu {} (pairs with torch {torch}): transfer_to_npu for emulated runs in {}",
+        if layer.fetched {
+            "fetched "
+        } else {
+            "cached  "
+        },
+        layer.version,
+        layer.dir.display()
+    ))
 }

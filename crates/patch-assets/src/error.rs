@@ -39,6 +39,8 @@ pub enum Error {
         path.display()
     )]
     NotAnEmulator { path: PathBuf },
+    #[error(transparent)]
+    TorchNpuLayer(#[from] crate::torch_npu_layer::LayerError),
     #[error("git {args}: {message}")]
     Git { args: String, message: String },
 }

@@ -16,6 +16,7 @@ pub mod emulator;
 pub mod error;
 pub mod install;
 pub mod summary;
+pub mod torch_npu_layer;
 mod write;
 
 use include_dir::{Dir, include_dir};

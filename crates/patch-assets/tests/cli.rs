@@ -592,3 +592,64 @@ fn summary_times_every_recorded_step_and_keeps_run_outputs_out_of_the_changes() 
         "{text}"
     );
 }
+
+/// A fake interpreter whose torch is `version` (it answers the metadata query only).
+fn fake_python(dir: &Path, version: Option<&str>) -> PathBuf {
+    let path = dir.join("python");
+    let body = match version {
+        Some(v) => format!("#!/bin/sh\necho {v}\n"),
+        None => "#!/bin/sh\necho \"PackageNotFoundError: No package metadata was found for torch\" >&2\nexit 1\n"
+            .to_owned(),
+    };
+    fs::write(&path, body).unwrap();
+    fs::set_permissions(&path, fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+#[test]
+fn init_with_the_emulator_readies_the_real_transfer_to_npu_or_says_why_not() {
+    use patch_assets::torch_npu_layer;
+    let dir = tempfile::tempdir().unwrap();
+    let project = dir.path().join("p");
+    fs::create_dir(&project).unwrap();
+    // A cache that already holds the layer of the release pinned for torch 2.6.0.
+    let release = torch_npu_layer::pairing("2.6.0").unwrap();
+    let cache = dir.path().join("cache");
+    let layer = cache.join(&release.version);
+    fs::create_dir_all(layer.join("torch_npu/contrib")).unwrap();
+    fs::write(layer.join("torch_npu/contrib/transfer_to_npu.py"), "").unwrap();
+    fs::write(layer.join(".complete"), format!("{}\n", release.sha256)).unwrap();
+    let python = fake_python(dir.path(), Some("2.6.0+cpu"));
+    let out = Command::new(env!("CARGO_BIN_EXE_npu-assets"))
+        .args(["init", ".", "--emulator", "--python"])
+        .arg(&python)
+        .env("NPU_PATCHER_TORCH_NPU_DIR", &cache)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!(
+            "cached    torch-npu {} (pairs with torch 2.6.0+cpu)",
+            release.version
+        )),
+        "{}",
+        stdout(&out)
+    );
+    // Without torch in the interpreter, init still succeeds and warns in one line.
+    let python = fake_python(dir.path(), None);
+    let out = Command::new(env!("CARGO_BIN_EXE_npu-assets"))
+        .args(["init", ".", "--emulator", "--python"])
+        .arg(&python)
+        .env("NPU_PATCHER_TORCH_NPU_DIR", &cache)
+        .current_dir(&project)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.starts_with("npu-assets: warning: cannot read the torch version"),
+        "{err}"
+    );
+}

@@ -205,6 +205,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         workspace,
         report,
         harness_applies,
+        transfer_checked: false,
     };
     session.run_all(plan);
     let mut report = session.report;

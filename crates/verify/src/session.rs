@@ -19,6 +19,8 @@ pub(crate) struct Session<'a> {
     pub report: Report,
     /// No project file applies the patcher: the harness applies one for the run.
     pub harness_applies: bool,
+    /// The torch-npu layer for the emulated runs was looked for ([`Session::transfer_layer`]).
+    pub transfer_checked: bool,
 }
 
 impl Session<'_> {
@@ -107,6 +109,10 @@ impl Session<'_> {
         } else {
             None
         };
+        if emulator.is_some() && !self.transfer_checked {
+            self.transfer_checked = true;
+            self.transfer_layer();
+        }
         let own = self
             .root
             .join(statics::MIGRATE_DIR)
@@ -129,6 +135,44 @@ impl Session<'_> {
             "steps": self.args.steps,
             "batches": self.args.batches,
         }))
+    }
+
+    /// Make the real `transfer_to_npu` of the torch-npu release that pairs with the interpreter's
+    /// torch ready for the emulated runs (fetched once, cached); when it cannot be, the runs use
+    /// the emulator's stand-in, and the report and stderr say why in one line.
+    fn transfer_layer(&mut self) {
+        use patch_assets::torch_npu_layer as layer;
+        let forced = std::env::var("NPU_EMULATOR_TRANSFER")
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("standin"));
+        if forced {
+            return;
+        }
+        let mut python = vec![self.interpreter.program.as_os_str().to_owned()];
+        python.extend(self.interpreter.args.iter().cloned());
+        let ready = layer::torch_version(&python).and_then(|torch| {
+            let release = layer::release_for(&torch)?;
+            if layer::cached(&layer::cache_dir(), &release).is_none() {
+                output::progress(
+                    self.args.quiet,
+                    &format!(
+                        "fetching the Python layer of torch-npu {} (pairs with torch {torch}) for the real transfer_to_npu",
+                        release.version
+                    ),
+                );
+            }
+            layer::ensure(&layer::cache_dir(), &release, &python, None)
+        });
+        if let Err(e) = ready {
+            let line = format!(
+                "the emulator's stand-in transfer_to_npu runs instead of the real one: {e}"
+            );
+            output::progress(self.args.quiet, &format!("warning: {line}"));
+            self.report.checks.push(Check::warn(
+                "emulator.transfer_to_npu",
+                line,
+                format!("fetch it: `{}`", layer::FETCH_COMMAND),
+            ));
+        }
     }
 
     fn harness(

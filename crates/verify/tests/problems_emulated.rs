@@ -93,6 +93,44 @@ fn a_capability_gate_that_transfer_to_npu_turns_true_fails_at_its_cuda_only_path
 }
 
 #[test]
+fn offline_the_stand_in_transfer_to_npu_runs_and_the_report_says_how_to_fetch_the_real_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(
+        dir.path(),
+        &format!("from torch_npu.contrib import transfer_to_npu\n{STEP}"),
+    );
+    let empty = dir.path().join("no-wheels");
+    std::fs::create_dir(&empty).unwrap();
+    // No index and no local wheels: pip cannot find the release, as on a machine without network.
+    let env = [
+        ("NPU_PATCHER_TORCH_NPU_DIR", empty.to_str().unwrap()),
+        ("PIP_NO_INDEX", "1"),
+        ("PIP_FIND_LINKS", ""),
+    ];
+    let (code, report, stderr) = verify_json(&root, &["--pipeline", "--emulate-npu"], &env);
+    let warned = check(&report, "emulator.transfer_to_npu");
+    assert_eq!(warned["status"], "warn", "{warned:#}");
+    assert!(
+        warned["remedy"]
+            .as_str()
+            .unwrap()
+            .contains("npu-assets fetch-torch-npu"),
+        "{warned:#}"
+    );
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("stand-in transfer_to_npu runs instead"))
+            .count(),
+        1,
+        "{stderr}"
+    );
+    let transfer = check(&report, "pipeline.transfer_to_npu");
+    assert_eq!(transfer["data"]["source"], "stand-in", "{transfer:#}");
+    assert_eq!(check(&report, "pipeline.run")["status"], "pass", "{code:?}");
+}
+
+#[test]
 fn a_clean_loop_passes() {
     let dir = tempfile::tempdir().unwrap();
     let root = project(dir.path(), STEP);
