@@ -95,6 +95,22 @@ def worker_error(text, project_root):
     )
 
 
+#: What every emulator fault says first (the emulator's ``LIMITATION_PHRASE``).
+LIMITATION = "emulator limitation, not your code"
+
+
+def emulator_fault(exc):
+    """The emulator's own failure behind ``exc`` (itself or a cause), else None: an ``EmulatorLimitation``
+    of the emulated device, which is neither a documented NPU restriction nor the user's error."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if any(c.__name__ == "EmulatorLimitation" for c in type(exc).__mro__) or LIMITATION in str(exc)[:200]:
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
 def classify(exc, project_root):
     """(reason, detail, remedy) for an exception raised by the user's program."""
     if "in DataLoader worker process" in str(exc):
@@ -106,6 +122,16 @@ def classify(exc, project_root):
         code = source_line(project_root, where)
         if code:
             place += " (`{}`)".format(code)
+    fault = emulator_fault(exc)
+    if fault is not None:
+        op = getattr(fault, "op", None) or "an operation"
+        cause = getattr(fault, "cause", None) or str(fault).strip().splitlines()[0]
+        return (
+            "emulator-limitation",
+            "{}: {} failed inside the emulated npu device{}: {}".format(LIMITATION, op, place, cause),
+            "nothing to change in your code for this: the emulator cannot run this call, so the pre-flight stops "
+            "here; check this step on a real NPU, or report the op and the message to npu-patcher",
+        )
     message = "{}: {}".format(type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
     text = str(exc)
     emulated = type(exc).__name__ == "EmulatedNPUError"

@@ -171,6 +171,8 @@ def setup_torch(request, results):
     if request.get("emulate"):
         emulator_dir = request["emulator_dir"]
         sys.path.insert(0, emulator_dir)
+        # The emulator's faults in DataLoader workers and other child processes come back through this file.
+        os.environ.setdefault("NPU_EMULATOR_FAULTS_FILE", request["results"] + ".faults.jsonl")
         try:
             import npu_emulator
 

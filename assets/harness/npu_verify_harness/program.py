@@ -8,6 +8,7 @@ Data: the first DataLoader the program iterates is drained for N batches by the 
 stopped; if the program fails before iterating one, the first DataLoader it built is drained instead.
 """
 
+import json
 import os
 import sys
 import time
@@ -166,12 +167,16 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
     if ended is not None:
         status, detail, remedy, reason = ended
         data = failure_data(raised(outcome), reason, **data)
-        if no_optimizer:
+        if reason == "emulator-limitation":
+            # The emulator's own limit: not a failure of the user's code (and no verdict on it either).
+            status = WARN
+            detail = "after {} of {} optimizer steps, {}".format(steps, want, detail)
+        elif no_optimizer:
             detail = "{} (in the entry or the project files it imports), and {}".format(no_optimizer_text, detail)
             remedy = "{}; {}".format(no_optimizer_remedy, remedy)
         else:
             detail = "after {} of {} optimizer steps, {}".format(steps, want, detail)
-        results.check("pipeline.run", FAIL, detail, remedy, data=data)
+        results.check("pipeline.run", status, detail, remedy, data=data)
     elif no_optimizer:
         results.check(
             "pipeline.run",
@@ -204,8 +209,54 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
         report_float64(results, observer, "pipeline")
         report_fallbacks(results, observer, "pipeline")
     report_patches(results, watch, steps)
+    report_faults(results, "pipeline")
     report_transfer(results, emulated)
     return 0
+
+
+def emulator_faults():
+    """The emulator's own faults in this run, with those of its worker processes (``NPU_EMULATOR_FAULTS_FILE``):
+    ``[{"op", "error", "action", "count"}]``; empty when the run is not emulated."""
+    emulator = sys.modules.get("npu_emulator")
+    if emulator is None or not hasattr(emulator, "faults"):
+        return []
+    found = {}
+    for entry in emulator.faults():
+        found[(entry.get("op"), entry.get("error"))] = dict(entry)
+    path = os.environ.get("NPU_EMULATOR_FAULTS_FILE")
+    if path:
+        try:
+            with open(path, encoding="utf-8") as f:
+                for line in f:
+                    try:
+                        entry = json.loads(line)
+                    except ValueError:
+                        continue
+                    if isinstance(entry, dict):
+                        found.setdefault((entry.get("op"), entry.get("error")), entry)
+        except OSError:
+            pass
+    return list(found.values())
+
+
+def report_faults(results, group):
+    """``<group>.emulator``: ops the emulator could not run itself and how it carried on (its limits, not the
+    program's)."""
+    faults = emulator_faults()
+    if not faults:
+        return
+    listed = "; ".join(
+        "{} ({}x): {}; {}".format(f.get("op"), f.get("count", 1), f.get("error"), f.get("action")) for f in faults[:8])
+    if len(faults) > 8:
+        listed += "; and {} more".format(len(faults) - 8)
+    results.check(
+        "{}.emulator".format(group),
+        WARN,
+        "emulator limitation, not your code: the emulated device could not run {} op(s) itself and carried on: {}"
+        .format(len(faults), listed),
+        "nothing to change in your code for these; results that depend on them are checked on a real NPU only",
+        data={"faults": faults},
+    )
 
 
 def report_transfer(results, emulated):
@@ -490,6 +541,12 @@ class DataWatch:
 
 
 def report_data(request, results, loaders, outcome):
+    code = _report_data(request, results, loaders, outcome)
+    report_faults(results, "data")
+    return code
+
+
+def _report_data(request, results, loaders, outcome):
     root, want = request["project_root"], request["batches"]
     early = None
     if loaders.drained is None:
@@ -519,7 +576,7 @@ def report_data(request, results, loaders, outcome):
         reason, detail, remedy = classify(error, root)
         results.check(
             "data.workers" if reason == "worker-error" else "data.run",
-            FAIL,
+            WARN if reason == "emulator-limitation" else FAIL,
             "after {} of {} batches, {}".format(got, want, detail),
             remedy,
             data=failure_data(error, reason),

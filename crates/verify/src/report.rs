@@ -329,7 +329,7 @@ impl Report {
         if self.incomplete {
             let _ = writeln!(
                 out,
-                "verify could not run every check it was asked for (see the failures above)"
+                "verify could not run every check it was asked for (see the failures and emulator limitations above)"
             );
         }
         out

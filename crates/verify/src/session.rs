@@ -222,6 +222,15 @@ impl Session<'_> {
                 .map(str::to_owned);
         }
         self.report.checks.extend(outcome.checks.iter().cloned());
+        // The emulator's own limit stopped the run: no verdict on the user's code, in either direction.
+        if outcome.checks.iter().any(|c| {
+            c.data
+                .as_ref()
+                .and_then(|d| d.get("reason"))
+                .is_some_and(|r| r == "emulator-limitation")
+        }) {
+            self.report.incomplete = true;
+        }
         if let Some(count) = ranks {
             let mut check =
                 crate::ranks::ranks_check(mode, &outcome.ranks, count, self.args.nnodes);

@@ -326,6 +326,45 @@ fn a_failed_run_keeps_its_traceback_in_the_report() {
 }
 
 #[test]
+fn an_emulator_fault_is_not_blamed_on_the_program() {
+    // What the emulated device raises when it cannot run a call itself (npu_emulator's
+    // EmulatorLimitation): told apart from the program's errors by its class.
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), STEP);
+    std::fs::write(
+        root.join("fake_device.py"),
+        "class EmulatorLimitation(RuntimeError):\n    def __init__(self, op, cause):\n        \
+         super().__init__('emulator limitation, not your code: ' + op + ' failed (' + cause + ')')\n        \
+         self.op, self.cause = op, cause\n\n\ndef kernel():\n    raise EmulatorLimitation('aten.fancy_op.default', 'no CPU kernel')\n",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(root.join("train.py")).unwrap();
+    std::fs::write(
+        root.join("train.py"),
+        text.replace(
+            "        opt.step()\n",
+            "        opt.step()\n        import fake_device\n        fake_device.kernel()\n",
+        ),
+    )
+    .unwrap();
+    let (code, report) = run(&root, &[]);
+    let ran = check(&report, "pipeline.run");
+    assert_eq!(ran["status"], "warn", "{ran:#}");
+    assert_eq!(ran["data"]["reason"], "emulator-limitation", "{ran:#}");
+    let detail = ran["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("emulator limitation, not your code: aten.fancy_op.default"),
+        "{detail}"
+    );
+    assert!(
+        !ran["remedy"].as_str().unwrap().contains("fix the error"),
+        "{ran:#}"
+    );
+    // No verdict either way: verify could not finish what it was asked.
+    assert_eq!(code, Some(2), "{report:#}");
+}
+
+#[test]
 fn data_names_the_data_loader_it_sampled() {
     let dir = tempfile::tempdir().unwrap();
     let root = project(dir.path(), STEP);
