@@ -148,6 +148,19 @@ class _Unsupported:
 
 def prepare(root: Path) -> None:
     """Add the torch_npu internals that ``transfer_to_npu._init`` touches (``root``: the wheel to run)."""
+    wheel_npu = root / "torch_npu" / "npu"
+    prepare_internals(
+        {
+            "torch_npu.npu": _literal_all(wheel_npu / "__init__.py"),
+            "torch_npu.npu.amp": _literal_all(wheel_npu / "amp" / "__init__.py"),
+            "torch_npu.npu.random": _literal_all(wheel_npu / "random.py"),
+        }
+    )
+
+
+def prepare_internals(npu_all: dict[str, list[str]]) -> None:
+    """Add the torch_npu internals that ``transfer_to_npu._init`` touches; ``npu_all``: the ``__all__`` of
+    ``torch_npu.npu``, ``torch_npu.npu.amp`` and ``torch_npu.npu.random`` in the release that runs."""
     import importlib
 
     import torch.distributed
@@ -165,10 +178,9 @@ def prepare(root: Path) -> None:
     from npu_emulator import _backend
 
     npu = _backend.npu
-    wheel_npu = root / "torch_npu" / "npu"
     # torch_npu copies the names of torch_npu.npu.__all__ onto torch.cuda: the emulated module offers those of
     # this version's list that it implements (the others keep CUDA's meaning here; emulator README).
-    npu.__all__ = [n for n in _literal_all(wheel_npu / "__init__.py") if hasattr(npu, n)]  # type: ignore[attr-defined]
+    npu.__all__ = [n for n in npu_all.get("torch_npu.npu", []) if hasattr(npu, n)]  # type: ignore[attr-defined]
     npu._lazy_call = lambda callback: callback()  # type: ignore[attr-defined]
     npu.default_generators = (_backend.DEVICE_GENERATOR,)  # type: ignore[attr-defined]
     npu.FloatTensor = type("FloatTensor", (_LegacyTensorType,), {})  # type: ignore[attr-defined]
@@ -176,7 +188,7 @@ def prepare(root: Path) -> None:
     if not hasattr(npu, "set_autocast_dtype"):
         npu.set_autocast_dtype = lambda dtype: torch.set_autocast_dtype("npu", dtype)  # type: ignore[attr-defined]
     amp = npu.amp
-    amp.__all__ = [n for n in _literal_all(wheel_npu / "amp" / "__init__.py") if hasattr(amp, n)]
+    amp.__all__ = [n for n in npu_all.get("torch_npu.npu.amp", []) if hasattr(amp, n)]
     _module(
         "torch.npu.amp.autocast_mode",
         "torch_npu.npu.amp.autocast_mode (emulated)",
@@ -194,7 +206,7 @@ def prepare(root: Path) -> None:
     amp.grad_scaler = _module(
         "torch.npu.amp.grad_scaler", "torch_npu.npu.amp.grad_scaler (emulated)", GradScaler=amp.GradScaler
     )
-    random_names = [n for n in _literal_all(wheel_npu / "random.py") if hasattr(npu, n)]
+    random_names = [n for n in npu_all.get("torch_npu.npu.random", []) if hasattr(npu, n)]
     npu.random = _module(  # type: ignore[attr-defined]
         "torch.npu.random",
         "torch_npu.npu.random (emulated)",
