@@ -62,6 +62,12 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         );
         return refuse(ctx, &id, &message, Exit::Findings);
     }
+    if let Some(why) =
+        scan::fix::missing_prerequisite(&root, &issue.pattern, &root.to_string_lossy())
+    {
+        let message = format!("{id}: the fix was not applied: {why}");
+        return refuse(ctx, &id, &message, Exit::Findings);
+    }
     let planned = [scan::fix::Planned {
         key: &current.fingerprint,
         fix,
@@ -76,7 +82,7 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         return refuse(ctx, &id, &message, Exit::Findings);
     }
     if !ctx.json() {
-        ctx.out.write_all(outcome.diff.as_bytes())?;
+        ctx.out.write_all(&outcome.diff)?;
     }
     match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
         Recheck::Gone | Recheck::Unchecked(_) => {}
@@ -108,7 +114,7 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
             ctx,
             &Fixed {
                 marked: &marked,
-                diff: &outcome.diff,
+                diff: &String::from_utf8_lossy(&outcome.diff),
             },
         )?;
         return Ok(Exit::Ok);
