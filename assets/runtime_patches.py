@@ -1304,7 +1304,7 @@ def active_patcher() -> Patcher | None:
     return _ACTIVE[-1] if _ACTIVE else None
 
 
-def _call_site() -> str:
+def _setup_site() -> str:
     """``file:line`` of the first frame outside this module (where a setup called :meth:`Patcher.apply`)."""
     frame = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
@@ -1332,7 +1332,7 @@ def _second_setup(active: Patcher, second: Patcher) -> None:
     first_site = getattr(active, "applied_at", None) or "an unknown place"
     msg = (
         f"a runtime patcher is already applied in this process (set up at {first_site}); the setup at "
-        f"{_call_site()} asks for {_options_text(differs)} but the first patcher has "
+        f"{_setup_site()} asks for {_options_text(differs)} but the first patcher has "
         f"{_options_text({name: first.get(name) for name in differs})}; the first patcher stays applied and this "
         "setup does nothing (give both setups the same options, or keep one setup per program)"
     )
@@ -1426,7 +1426,7 @@ class Patcher:
             raise
         self._applied = True
         self._was_applied = True
-        self.applied_at = _call_site()
+        self.applied_at = _setup_site()
         _ACTIVE.append(self)
         return self
 
