@@ -509,7 +509,13 @@ mod tests {
     #[test]
     fn another_writer_between_read_and_rename_keeps_its_data_and_the_fix_is_not_applied() {
         use std::io::Write as _;
-        for stage in [write::Stage::BeforeCheck, write::Stage::BeforeRename] {
+        // AfterRename: the other program opened the file before the rename and writes after it
+        // (into the old file), while a third appends to the new file.
+        for stage in [
+            write::Stage::BeforeCheck,
+            write::Stage::BeforeRename,
+            write::Stage::AfterRename,
+        ] {
             let dir = tempfile::tempdir().unwrap();
             let path = dir.path().join("m.py");
             let text = "a = 1\n";
@@ -522,11 +528,18 @@ mod tests {
                 key: "k",
                 fix: &fix,
             }];
-            let mut hook = |at: write::Stage, file: &Path| {
-                if at == stage {
-                    let mut f = std::fs::OpenOptions::new().append(true).open(file).unwrap();
-                    f.write_all(b"b = 2\n").unwrap();
+            let append = |file: &Path| std::fs::OpenOptions::new().append(true).open(file).unwrap();
+            let mut held: Option<std::fs::File> = None;
+            let mut hook = |at: write::Stage, file: &Path| match (stage, at) {
+                (write::Stage::AfterRename, write::Stage::BeforeRename) => {
+                    held = Some(append(file));
                 }
+                (write::Stage::AfterRename, write::Stage::AfterRename) => {
+                    held.take().unwrap().write_all(b"b = 2\n").unwrap();
+                    append(file).write_all(b"c = 3\n").unwrap();
+                }
+                _ if at == stage => append(file).write_all(b"b = 2\n").unwrap(),
+                _ => {}
             };
             let outcome = apply_to_file_with(dir.path(), "m.py", &planned, true, &mut hook);
             assert!(outcome.applied.is_empty(), "{stage:?}: {outcome:?}");
@@ -537,7 +550,16 @@ mod tests {
                 "{stage:?}: {:?}",
                 outcome.dropped
             );
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), "a = 1\nb = 2\n");
+            let expected = if stage == write::Stage::AfterRename {
+                "a = 1\nb = 2\nc = 3\n"
+            } else {
+                "a = 1\nb = 2\n"
+            };
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                expected,
+                "{stage:?}"
+            );
             let left: Vec<_> = std::fs::read_dir(dir.path())
                 .unwrap()
                 .map(|e| e.unwrap().file_name())

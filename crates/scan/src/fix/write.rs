@@ -12,9 +12,11 @@
 //!   new one, never a mix.
 //! - **No lost concurrent write.** The file read stays open. Just before the rename the file must
 //!   still be the same one with the same bytes; a second name (a hard link) keeps the old file
-//!   through the rename, and after the rename the old file must still hold what was read. If
-//!   another program wrote to it meanwhile, the old file, with that program's data, is put back
-//!   and the fix is reported as not applied.
+//!   through the rename, and after the rename (and again a moment later, for a program that
+//!   opened it before the rename and writes after) the old file must still hold what was read.
+//!   If another program wrote to it meanwhile, the old file, with that program's data (and what
+//!   was appended to the new file in between), is put back and the fix is reported as not
+//!   applied.
 
 use std::fs::{self, File};
 use std::io::{Read as _, Seek as _, SeekFrom, Write as _};
@@ -27,7 +29,13 @@ pub enum Stage {
     BeforeCheck,
     /// The file was checked; the rename comes next.
     BeforeRename,
+    /// The fixed file has replaced the old one, which is still open.
+    AfterRename,
 }
+
+/// How long after the rename the old file is watched for a write by a program that opened it
+/// before.
+const SETTLE: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A file opened for fixing: where it really is, and the bytes read from it.
 #[derive(Debug)]
@@ -143,34 +151,47 @@ pub fn replace(
         }
         return Err(write_err(e.error));
     }
-    let old_now = read_from_start(&mut opened.file);
+    hook(Stage::AfterRename, &path);
+    // A program that opened the old file before the rename may write to it a moment later:
+    // look again after a short while.
+    let mut old_now = read_from_start(&mut opened.file);
+    if old_now.as_deref() == Some(opened.bytes.as_slice()) {
+        std::thread::sleep(SETTLE);
+        old_now = read_from_start(&mut opened.file);
+    }
     if old_now.as_deref() == Some(opened.bytes.as_slice()) {
         if let Some(keep) = &keep {
             let _ = fs::remove_file(keep);
         }
         return Ok(());
     }
-    // Someone wrote to the old file after the check: put it back (with what they wrote), unless
-    // the new file was written to as well, in which case both are left for the user.
-    let new_untouched = fs::read(&path).ok().as_deref() == Some(contents);
-    match (&keep, new_untouched) {
-        (Some(keep), true) => {
-            fs::rename(keep, &path).map_err(write_err)?;
-            Err(CHANGED.to_owned())
-        }
-        (None, true) => {
-            if let Some(old_now) = old_now {
-                issue_model::write_atomic(&path, &old_now, || Ok(())).map_err(|e| e.to_string())?;
-            }
-            Err(CHANGED.to_owned())
-        }
-        (keep, false) => Err(format!(
+    // Someone wrote to the old file after the check: put it back, with what they wrote. What was
+    // appended to the new file meanwhile goes at its end; any other change to the new file leaves
+    // both for the user.
+    let new_now = fs::read(&path).unwrap_or_default();
+    let Some(appended) = new_now.strip_prefix(contents) else {
+        return Err(format!(
             "another program wrote to the file while it was being fixed{}; check it by hand",
             keep.as_ref()
                 .map(|k| format!(" (its earlier content is kept in {})", k.display()))
                 .unwrap_or_default()
-        )),
+        ));
+    };
+    if let Some(keep) = &keep {
+        fs::rename(keep, &path).map_err(write_err)?;
+        if !appended.is_empty() {
+            fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(appended))
+                .map_err(write_err)?;
+        }
+    } else {
+        let mut restored = old_now.unwrap_or_else(|| opened.bytes.clone());
+        restored.extend_from_slice(appended);
+        issue_model::write_atomic(&path, &restored, || Ok(())).map_err(|e| e.to_string())?;
     }
+    Err(CHANGED.to_owned())
 }
 
 /// `path` still names the file `meta` describes, with one link, and holds `bytes`.
