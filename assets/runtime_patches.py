@@ -32,6 +32,7 @@ import math
 import os
 import sys
 import threading
+import types
 import warnings
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -1279,12 +1280,63 @@ _ORDER: tuple[type[_Patch], ...] = (
 PATCH_NAMES: tuple[str, ...] = tuple(cls.name for cls in _ORDER)
 _OPT_IN = frozenset({"AdamWFused"})
 
-_ACTIVE: list[Patcher] = []
+#: Where the process-wide patcher state lives: one holder in ``sys.modules``, shared by every copy of this module
+#: that a process imports (``runtime_patches`` and ``migrate_to_cloudrobo.runtime_patches`` are two module objects
+#: for one file), so that two copies never patch the same objects twice.
+_STATE_MODULE = "_npu_runtime_patches_state"
+
+
+def _process_state() -> types.ModuleType:
+    state = sys.modules.get(_STATE_MODULE)
+    if not isinstance(getattr(state, "active", None), list) or not isinstance(getattr(state, "warned", None), set):
+        state = types.ModuleType(_STATE_MODULE, "The runtime patcher applied in this process (runtime_patches.py).")
+        state.active = []
+        state.warned = set()
+        sys.modules[_STATE_MODULE] = state
+    return state
+
+
+_ACTIVE: list[Patcher] = _process_state().active
 
 
 def active_patcher() -> Patcher | None:
     """The patcher applied in this process, if any."""
     return _ACTIVE[-1] if _ACTIVE else None
+
+
+def _setup_site() -> str:
+    """``file:line`` of the first frame outside this module (where a setup called :meth:`Patcher.apply`)."""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    return "an unknown place" if frame is None else f"{frame.f_code.co_filename}:{frame.f_lineno}"
+
+
+def _options_text(options: dict[str, Any]) -> str:
+    return ", ".join(f"{name}={value}" for name, value in options.items())
+
+
+def _second_setup(active: Patcher, second: Patcher) -> None:
+    """A setup found ``active`` already applied: keep it; warn once per conflict when ``second`` asks for other options."""
+    options = getattr(active, "options", None)
+    first = options() if callable(options) else {}
+    wanted = second.options()
+    differs = {name: value for name, value in wanted.items() if first.get(name) != value}
+    if not differs:
+        return
+    key = (tuple(sorted(first.items())), tuple(sorted(wanted.items())))
+    warned = _process_state().warned
+    if key in warned:
+        return
+    warned.add(key)
+    first_site = getattr(active, "applied_at", None) or "an unknown place"
+    msg = (
+        f"a runtime patcher is already applied in this process (set up at {first_site}); the setup at "
+        f"{_setup_site()} asks for {_options_text(differs)} but the first patcher has "
+        f"{_options_text({name: first.get(name) for name in differs})}; the first patcher stays applied and this "
+        "setup does nothing (give both setups the same options, or keep one setup per program)"
+    )
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
 
 
 class Patcher:
@@ -1296,11 +1348,22 @@ class Patcher:
         self._skipped: dict[str, str] = {}
         self._applied = False
         self._was_applied = False
+        #: ``file:line`` of the code that applied this patcher (while applied).
+        self.applied_at: str | None = None
 
     # -- configuration --
     @property
     def patches(self) -> tuple[str, ...]:
         return tuple(patch.name for patch in self._patches)
+
+    def options(self) -> dict[str, Any]:
+        """What this patcher was built with: ``tensor_index`` and, per patch, whether it is enabled."""
+        options: dict[str, Any] = {}
+        for patch in self._patches:
+            if isinstance(patch, TensorIndexDevice):
+                options["tensor_index"] = patch.strategy
+        options.update(self._enabled)
+        return options
 
     def is_enabled(self, name: str) -> bool:
         self._known(name)
@@ -1331,12 +1394,19 @@ class Patcher:
         return self._applied
 
     def apply(self) -> Patcher:
-        """Install every enabled patch (idempotent). Only one patcher may be applied at a time."""
+        """Install every enabled patch and return the patcher in effect (idempotent).
+
+        One patcher is applied per process. When another one already is (two entry files that each set up the NPU
+        and import each other, or a module with its own setup imported by an entry), this call does nothing and
+        returns that first patcher; if this patcher was built with other options, a ``RuntimeWarning`` naming both
+        setups says so, once per conflict. ``remove()`` the first patcher to apply another one.
+        """
         if self._applied:
             return self
-        if _ACTIVE:
-            msg = "another runtime patcher is already applied in this process; remove() it first"
-            raise RuntimeError(msg)
+        active = active_patcher()
+        if active is not None:
+            _second_setup(active, self)
+            return active
         self._skipped.clear()
         done: list[_Patch] = []
         try:
@@ -1356,6 +1426,7 @@ class Patcher:
             raise
         self._applied = True
         self._was_applied = True
+        self.applied_at = _setup_site()
         _ACTIVE.append(self)
         return self
 
@@ -1366,6 +1437,7 @@ class Patcher:
         for patch in reversed(self._patches):
             patch.uninstall()
         self._applied = False
+        self.applied_at = None
         _ACTIVE.remove(self)
 
     def __enter__(self) -> Patcher:

@@ -1,4 +1,5 @@
-//! `--fix ID`: apply one issue's automatic fix, show the diff, re-check, mark it fixed.
+//! `--fix ID`: apply one issue's automatic fix, show the diff, re-check, mark it fixed; with
+//! `--diff`, show the diff only and change nothing.
 //!
 //! The fix applied is the one a fresh scan of the file computes now (so it matches the file
 //! as it is), through the same code as `npu-scan --fix`: re-parsed before it is written,
@@ -57,26 +58,75 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
     };
     if fix.applicability == Applicability::Unsafe && !ctx.args.unsafe_fixes {
         let message = format!(
-            "{id}'s fix is unsafe ({}): it changes what the code does; read {} and apply it with: {command} --fix {id} --unsafe-fixes",
+            "{id}'s fix is unsafe ({}): it changes what the code does; read {}, preview it with: {command} --fix {id} --diff --unsafe-fixes, and apply it with: {command} --fix {id} --unsafe-fixes",
             fix.message, issue.fix_template
         );
+        return refuse(ctx, &id, &message, Exit::Findings);
+    }
+    if let Some(why) =
+        scan::fix::missing_prerequisite(&root, &issue.pattern, &root.to_string_lossy())
+    {
+        let message = format!("{id}: the fix was not applied: {why}");
         return refuse(ctx, &id, &message, Exit::Findings);
     }
     let planned = [scan::fix::Planned {
         key: &current.fingerprint,
         fix,
     }];
-    let outcome = scan::fix::apply_to_file(&root, &issue.file, &planned, true);
+    let preview = ctx.args.diff;
+    let outcome = scan::fix::apply_to_file(&root, &issue.file, &planned, !preview);
     if outcome.applied.is_empty() {
         let why = outcome
             .dropped
             .first()
             .map_or("it overlaps another edit", |(_, why)| why.as_str());
-        let message = format!("{id}: the fix was not applied: {why}");
+        let message = if preview {
+            format!("{id}: the fix cannot be applied: {why}")
+        } else {
+            format!("{id}: the fix was not applied: {why}")
+        };
         return refuse(ctx, &id, &message, Exit::Findings);
     }
+    if preview {
+        let unsafe_flag = if fix.applicability == Applicability::Unsafe {
+            " --unsafe-fixes"
+        } else {
+            ""
+        };
+        let apply = format!("{command} --fix {id}{unsafe_flag}");
+        if ctx.json() {
+            #[derive(Serialize)]
+            struct Preview<'a> {
+                id: &'a str,
+                changed: bool,
+                applicability: Applicability,
+                message: &'a str,
+                diff: &'a str,
+                apply: &'a str,
+            }
+            write_json(
+                ctx,
+                &Preview {
+                    id: &id,
+                    changed: false,
+                    applicability: fix.applicability,
+                    message: &fix.message,
+                    diff: &String::from_utf8_lossy(&outcome.diff),
+                    apply: &apply,
+                },
+            )?;
+        } else {
+            ctx.out.write_all(&outcome.diff)?;
+            ctx.note(&format!(
+                "{id}: {} fix, not applied ({}); apply it with: {apply}",
+                fix.applicability.as_str(),
+                fix.message
+            ))?;
+        }
+        return Ok(Exit::Ok);
+    }
     if !ctx.json() {
-        ctx.out.write_all(outcome.diff.as_bytes())?;
+        ctx.out.write_all(&outcome.diff)?;
     }
     match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
         Recheck::Gone | Recheck::Unchecked(_) => {}
@@ -108,7 +158,7 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
             ctx,
             &Fixed {
                 marked: &marked,
-                diff: &outcome.diff,
+                diff: &String::from_utf8_lossy(&outcome.diff),
             },
         )?;
         return Ok(Exit::Ok);

@@ -9,6 +9,7 @@ Examples:
   npu-progress issues.json --next                         show the next pending issue
   npu-progress issues.json --fixed RND-4f1a9c             mark it fixed (re-checks the file first)
   npu-progress issues.json --fix DEV-0a82aa               apply its automatic fix, show the diff, mark it
+  npu-progress issues.json --fix F64-1c0b2e --diff --unsafe-fixes   show an unsafe fix, change nothing
   npu-progress issues.json --skip RND-77b0d3 --reason \"runs in the CPU data loader\"
   npu-progress --check-complete                           exit 0 only when nothing is pending
   npu-progress issues.json --list --status pending --pattern P_RND
@@ -54,9 +55,14 @@ pub struct Args {
     pub fix: Option<String>,
 
     /// With --fix: apply the fix even when it is unsafe (it changes precision, speed or which
-    /// kernel runs; read the diff).
+    /// kernel runs; preview it with --diff first).
     #[arg(long)]
     pub unsafe_fixes: bool,
+
+    /// With --fix: print the fix as a unified diff and change nothing (neither the file nor
+    /// issues.json).
+    #[arg(long)]
+    pub diff: bool,
 
     /// Mark an issue a false positive; needs --reason. Performance issues cannot be skipped.
     #[arg(long, value_name = "ID")]

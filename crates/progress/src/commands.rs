@@ -203,10 +203,26 @@ fn issue_text(ctx: &Ctx<'_>, issue: &Issue, code: &Result<Excerpt, String>) -> S
         );
     }
     let _ = writeln!(text, "fix template: {}", issue.fix_template);
+    if let (Some(fix), Status::Pending) = (&issue.fix, issue.status) {
+        text.push_str(&automatic_fix(&ctx.command(), &issue.id, fix));
+    }
     if issue.performance {
         text.push_str("performance issue: it must be fixed, it cannot be skipped\n");
     }
     text
+}
+
+/// The line that says an issue has an automatic fix, with the commands that preview and apply it.
+fn automatic_fix(command: &str, id: &str, fix: &issue_model::Fix) -> String {
+    let flag = match fix.applicability {
+        issue_model::Applicability::Safe => "",
+        issue_model::Applicability::Unsafe => " --unsafe-fixes",
+    };
+    format!(
+        "automatic fix: {} ({}) — apply with `{command} --fix {id}{flag}` (preview: `{command} --fix {id} --diff{flag}`)\n",
+        fix.applicability.as_str(),
+        fix.message
+    )
 }
 
 #[derive(Serialize)]

@@ -182,6 +182,11 @@ fn check_combinations(args: &Args) -> Result<()> {
     if args.unsafe_fixes && args.fix.is_none() {
         return Err(Error::Usage("--unsafe-fixes goes with --fix".to_owned()));
     }
+    if args.diff && args.fix.is_none() {
+        return Err(Error::Usage(
+            "--diff goes with --fix: `npu-progress issues.json --fix ID --diff`".to_owned(),
+        ));
+    }
     if args.force && args.fixed.is_none() {
         return Err(Error::Usage("--force goes with --fixed".to_owned()));
     }

@@ -180,3 +180,41 @@ fn a_project_level_finding_is_rechecked_on_the_whole_project() {
     assert!(!err.contains("warning"), "{err}");
     assert_eq!(f.issue(&id).status, Status::Fixed);
 }
+
+#[test]
+fn a_cast_to_float32_rebinding_the_same_name_before_the_upload_is_accepted() {
+    let f = Fixture::empty();
+    let before = "\
+import numpy as np
+import torch
+
+
+def upload(history, device):
+    weights = np.exp(-0.1 * np.arange(len(history)))
+    weights = weights / weights.sum()
+    weights = torch.from_numpy(weights).to(device).unsqueeze(dim=1)
+    return weights
+";
+    f.write("proj/ensemble.py", before);
+    let result =
+        scan::scan(&f.path("proj"), &scan::Settings::default()).unwrap_or_else(|e| panic!("{e}"));
+    scan::write_issues_json(f.dir.path(), "proj", &result).unwrap_or_else(|e| panic!("{e}"));
+    let id = f
+        .load()
+        .issues
+        .into_iter()
+        .find(|i| i.pattern == "P_F64")
+        .map_or_else(|| panic!("the float64 upload is not reported"), |i| i.id);
+    let (code, out, _) = f.run(&["issues.json", "--fixed", &id]);
+    assert_eq!(code, 1, "unchanged code is refused: {out}");
+    f.write(
+        "proj/ensemble.py",
+        &before.replace(
+            "    weights = torch.from_numpy",
+            "    weights = weights.astype(np.float32)\n    weights = torch.from_numpy",
+        ),
+    );
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &id]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_contains(&out, &format!("{id}: marked fixed"));
+}

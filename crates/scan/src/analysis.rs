@@ -104,11 +104,13 @@ impl<'a> Function<'a> {
             .map_or(&[], Vec::as_slice)
     }
 
-    /// The values assigned to `name` before `at` (the read they reach), in source order.
+    /// The values assigned to `name` before `at` (the read they reach), in source order. An
+    /// assignment whose value holds the read (`w = f(w)`) binds after the read, so it is not
+    /// one of them.
     pub fn assigned_before(&self, name: &str, at: TextSize) -> impl Iterator<Item = &'a Expr> + '_ {
         self.assigned(name)
             .iter()
-            .filter(move |(start, _)| *start < at)
+            .filter(move |(start, value)| *start < at && value.end() <= at)
             .map(|(_, v)| *v)
     }
 

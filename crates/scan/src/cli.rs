@@ -17,10 +17,11 @@ Examples:
   npu-scan . --exclude 'third_party/**'     skip a directory
   npu-scan . --fix                          apply the safe fixes, rescan, record them in issues.json
   npu-scan . --diff --unsafe-fixes          show every fix as a diff, change nothing
+  npu-scan . --fix --diff > fixes.patch     apply the safe fixes and print what changed
   npu-scan . --format sarif > scan.sarif    for code-scanning UIs
   npu-scan --explain P_RND                  what a rule finds and how to fix it
 
-Exit codes: 0 no pending issue found, 1 pending issues found (with --diff: fixes to show),
+Exit codes: 0 no pending issue found, 1 pending issues found (with --diff alone: fixes to show),
 2 usage or tool error.";
 
 /// Output formats for the findings on stdout.
@@ -81,9 +82,10 @@ pub struct Cli {
     /// kernel runs; review them).
     #[arg(long)]
     pub unsafe_fixes: bool,
-    /// Print the fixes --fix would apply as a unified diff; change nothing (not even
-    /// issues.json).
-    #[arg(long, conflicts_with_all = ["fix", "format"])]
+    /// Print the fixes --fix would apply as a unified diff (bytes exactly as in the files:
+    /// `git apply` or `patch -p1` reproduce them); change nothing (not even issues.json).
+    /// With --fix: apply them and print the diff of what changed (the summary goes to stderr).
+    #[arg(long, conflicts_with = "format")]
     pub diff: bool,
     /// Print a rule's documentation and exit.
     #[arg(long, value_name = "ID")]
@@ -203,8 +205,9 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         };
         let fix_settings = crate::FixSettings {
             unsafe_fixes: cli.unsafe_fixes,
-            write: !cli.diff,
+            write: cli.fix,
             skipped,
+            shown_root: cli.path.to_string_lossy().into_owned(),
         };
         Some(crate::fix_project(&cli.path, &settings, &fix_settings)?)
     } else {
@@ -218,17 +221,16 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         bar.finish_and_clear();
     }
     if let (true, Some(run)) = (cli.diff, &fix_run) {
-        let mut any = false;
-        for outcome in &run.files {
-            any |= !outcome.diff.is_empty();
-            out.write_all(outcome.diff.as_bytes())?;
-        }
-        if !cli.quiet {
-            err.write_all(output::text::fix_summary(run, cli.unsafe_fixes, false).as_bytes())?;
-            write_warnings(err, &result.warnings)?;
-        }
+        let diffs = project_diff(run);
+        out.write_all(&diffs)?;
         out.flush()?;
-        return Ok(i32::from(any && !cli.exit_zero));
+        if !cli.fix {
+            if !cli.quiet {
+                err.write_all(output::text::fix_summary(run, cli.unsafe_fixes, false).as_bytes())?;
+                write_warnings(err, &result.warnings)?;
+            }
+            return Ok(i32::from(!diffs.is_empty() && !cli.exit_zero));
+        }
     }
     let root_as_given = cli.path.to_string_lossy().into_owned();
 
@@ -269,6 +271,12 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         summary.push_str(&output::text::fix_summary(run, cli.unsafe_fixes, true));
     }
     match cli.format {
+        // With --fix --diff, stdout holds the diff only.
+        None if cli.diff => {
+            if !cli.quiet {
+                err.write_all(summary.as_bytes())?;
+            }
+        }
         None => {
             if !cli.quiet {
                 out.write_all(summary.as_bytes())?;
@@ -293,6 +301,29 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
     }
     out.flush()?;
     Ok(i32::from(pending > 0 && !cli.exit_zero))
+}
+
+/// One diff per changed file, from its bytes before the first pass to its bytes after the
+/// last, in the order the files were first changed.
+fn project_diff(run: &crate::FixRun) -> Vec<u8> {
+    let mut order: Vec<&str> = Vec::new();
+    let mut ends: std::collections::HashMap<&str, (&[u8], &[u8])> =
+        std::collections::HashMap::new();
+    for outcome in run.files.iter().filter(|o| !o.diff.is_empty()) {
+        let file = outcome.file.as_str();
+        if let Some(end) = ends.get_mut(file) {
+            end.1 = &outcome.after;
+        } else {
+            order.push(file);
+            ends.insert(file, (&outcome.before, &outcome.after));
+        }
+    }
+    let mut diffs = Vec::new();
+    for file in order {
+        let (before, after) = ends[file];
+        diffs.extend(crate::fix::unified_diff(file, before, after));
+    }
+    diffs
 }
 
 fn render(format: Format, root: &str, result: &ScanResult) -> String {

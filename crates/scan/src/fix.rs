@@ -5,14 +5,59 @@
 //! hash of the text it was made for. [`apply_to_file`] applies the fixes of one file: it skips
 //! a file whose text no longer has that hash, applies the fixes that do not overlap (the others
 //! wait for the next pass, after a rescan), re-parses the result and drops any fix that would
-//! break parsing, keeps the encoding, byte order mark and line endings, and replaces the file
-//! atomically with its permissions, unless it changed meanwhile.
+//! break parsing, keeps the encoding, byte order mark and line endings (`\n`, `\r\n`, `\r`, or a
+//! mix: an inserted line break follows the line it is inserted in), and replaces the file as
+//! [`write`] describes: atomically, with its permissions, never through or over a link, never
+//! outside the scanned root, and not when another program writes to it meanwhile. The diff of
+//! a change is bytes ([`diff`]), so `git apply` and `patch -p1` reproduce the fix exactly.
+
+mod diff;
+pub mod write;
+
+pub use diff::unified_diff;
 
 use crate::source::{self, TextRange};
 use issue_model::{Applicability, Edit, Fix};
 use sha2::{Digest, Sha256};
 use std::fmt::Write as _;
 use std::path::Path;
+
+/// The rule whose fix inserts the NPU setup, which imports the runtime patcher from
+/// [`SETUP_ASSETS`] under the project root.
+pub const SETUP_RULE: &str = "P_ENT";
+
+/// Where the inserted NPU setup imports the runtime patcher from, relative to the project root
+/// (`npu-assets init PROJECT` puts it there).
+pub const SETUP_ASSETS: &str = "migrate_to_cloudrobo/runtime_patches.py";
+
+/// Why the fixes of `rule` cannot be applied in the project at `root` (a directory, or the one
+/// file scanned) as it is: for [`SETUP_RULE`], a missing [`SETUP_ASSETS`], which the inserted
+/// setup imports. `shown_root` is how the user named the project, for the command to run.
+pub fn missing_prerequisite(root: &Path, rule: &str, shown_root: &str) -> Option<String> {
+    if rule != SETUP_RULE {
+        return None;
+    }
+    let dir = if root.is_file() {
+        root.parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    } else {
+        root
+    };
+    let needed = dir.join(SETUP_ASSETS);
+    if needed.is_file() {
+        return None;
+    }
+    let project = if root.is_file() || shown_root.is_empty() {
+        dir.to_string_lossy().into_owned()
+    } else {
+        shown_root.to_owned()
+    };
+    Some(format!(
+        "the inserted NPU setup imports {}, which does not exist; run `npu-assets init {project}` first, then fix again",
+        needed.display()
+    ))
+}
 
 /// A fix that replaces `range` of the file with `content`.
 pub fn replacement(
@@ -82,14 +127,31 @@ pub struct FileOutcome {
     pub deferred: Vec<String>,
     /// Keys of the fixes not applied, and why.
     pub dropped: Vec<(String, String)>,
-    /// The unified diff of the change; empty when nothing changed.
-    pub diff: String,
+    /// The unified diff of the change, as bytes ([`unified_diff`]); empty when nothing changed.
+    pub diff: Vec<u8>,
+    /// The file's bytes before the change (empty when nothing changed).
+    pub before: Vec<u8>,
+    /// The file's bytes after the change (empty when nothing changed).
+    pub after: Vec<u8>,
 }
 
 /// Apply `fixes` to `file` (a relative `/` path under `root`; `root` itself when it is a
 /// file). With `write`, the file is replaced atomically; without it nothing is written and the
 /// outcome says what would be done.
 pub fn apply_to_file(root: &Path, file: &str, fixes: &[Planned<'_>], write: bool) -> FileOutcome {
+    apply_to_file_with(root, file, fixes, write, &mut |_, _| {})
+}
+
+/// [`apply_to_file`], with `hook` run at each [`write::Stage`] of the write (tests act there as
+/// another program writing to the file would).
+#[doc(hidden)]
+pub fn apply_to_file_with(
+    root: &Path,
+    file: &str,
+    fixes: &[Planned<'_>],
+    write: bool,
+    hook: &mut dyn FnMut(write::Stage, &Path),
+) -> FileOutcome {
     let mut out = FileOutcome {
         file: file.to_owned(),
         ..FileOutcome::default()
@@ -103,13 +165,14 @@ pub fn apply_to_file(root: &Path, file: &str, fixes: &[Planned<'_>], write: bool
     } else {
         root.join(file)
     };
-    let bytes = match std::fs::read(&path) {
-        Ok(bytes) => bytes,
-        Err(e) => {
-            drop_all(&mut out, fixes, &format!("cannot read the file: {e}"));
+    let mut opened = match write::open(root, &path) {
+        Ok(opened) => opened,
+        Err(why) => {
+            drop_all(&mut out, fixes, &why);
             return out;
         }
     };
+    let bytes = opened.bytes.clone();
     let decoded = source::decode(&bytes);
     if let Some(why) = &decoded.lossy {
         drop_all(&mut out, fixes, &format!("{why}; fix it by hand"));
@@ -181,34 +244,15 @@ pub fn apply_to_file(root: &Path, file: &str, fixes: &[Planned<'_>], write: bool
         drop_all(&mut out, &accepted, &why);
         return out;
     };
-    if write {
-        let written = issue_model::write_atomic(&path, &new_bytes, || {
-            if std::fs::read(&path).ok().as_deref() == Some(bytes.as_slice()) {
-                Ok(())
-            } else {
-                Err(issue_model::Error::ChangedConcurrently { path: path.clone() })
-            }
-        });
-        if let Err(e) = written {
-            drop_all(&mut out, &accepted, &e.to_string());
-            return out;
-        }
+    if write && let Err(why) = write::replace(&mut opened, &new_bytes, hook) {
+        drop_all(&mut out, &accepted, &why);
+        return out;
     }
+    out.before = bytes;
     out.applied = accepted.iter().map(|p| p.key.to_owned()).collect();
-    out.diff = unified_diff(file, text, &new_text);
+    out.diff = unified_diff(file, &out.before, &new_bytes);
+    out.after = new_bytes;
     out
-}
-
-/// A unified diff of `before` → `after`, with `a/` and `b/` headers.
-pub fn unified_diff(file: &str, before: &str, after: &str) -> String {
-    if before == after {
-        return String::new();
-    }
-    similar::TextDiff::from_lines(before, after)
-        .unified_diff()
-        .context_radius(3)
-        .header(&format!("a/{file}"), &format!("b/{file}"))
-        .to_string()
 }
 
 /// The bytes of `text` in the encoding (and with the byte order mark) of `decoded`, or `None`
@@ -248,24 +292,46 @@ fn overlaps(a: &Fix, b: &Fix) -> bool {
     })
 }
 
-/// `text` with the edits of `fixes`; inserted line breaks follow the file's (`\r\n` or `\n`).
+/// `text` with the edits of `fixes`; the line breaks an edit inserts are those of the line it
+/// is in ([`line_ending_at`]).
 fn compose(text: &str, fixes: &[Planned<'_>]) -> String {
-    let crlf = text.find('\n').is_some_and(|i| text[..i].ends_with('\r'));
     let mut edits: Vec<&Edit> = fixes.iter().flat_map(|p| &p.fix.edits).collect();
     edits.sort_by_key(|e| (e.start, e.end));
     let mut out = String::with_capacity(text.len() + 256);
     let mut at = 0;
     for edit in edits {
         out.push_str(&text[at..edit.start as usize]);
-        if crlf {
-            out.push_str(&edit.content.replace("\r\n", "\n").replace('\n', "\r\n"));
+        let ending = line_ending_at(text, edit.start as usize);
+        let content = edit.content.replace("\r\n", "\n").replace('\r', "\n");
+        if ending == "\n" {
+            out.push_str(&content);
         } else {
-            out.push_str(&edit.content);
+            out.push_str(&content.replace('\n', ending));
         }
         at = edit.end as usize;
     }
     out.push_str(&text[at..]);
     out
+}
+
+/// The line break of the line that holds byte `at` of `text` (`\n`, `\r\n` or `\r`): the first
+/// one at or after `at`, else the last one before it, else `\n`.
+fn line_ending_at(text: &str, at: usize) -> &'static str {
+    let bytes = text.as_bytes();
+    let kind = |i: usize| match bytes[i] {
+        b'\r' if bytes.get(i + 1) == Some(&b'\n') => "\r\n",
+        b'\r' => "\r",
+        _ => "\n",
+    };
+    if let Some(i) = bytes[at..].iter().position(|&b| b == b'\n' || b == b'\r') {
+        return kind(at + i);
+    }
+    match bytes[..at].iter().rposition(|&b| b == b'\n' || b == b'\r') {
+        // A `\n` preceded by `\r` ends a CRLF line.
+        Some(i) if bytes[i] == b'\n' && i > 0 && bytes[i - 1] == b'\r' => "\r\n",
+        Some(i) => kind(i),
+        None => "\n",
+    }
 }
 
 /// The fixed text still parses (Python, JSON); YAML and TOML edits replace one scalar and
@@ -333,7 +399,7 @@ mod tests {
         assert_eq!(outcome.deferred, ["f0"]);
         assert_eq!(after, b"a = 'cpu'\nb = 'npu'\n");
         assert_eq!(
-            outcome.diff,
+            String::from_utf8(outcome.diff).unwrap(),
             "--- a/m.py\n+++ b/m.py\n@@ -1,2 +1,2 @@\n-a = 'cuda'\n-b = 'cuda'\n+a = 'cpu'\n+b = 'npu'\n"
         );
     }
@@ -438,5 +504,90 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "a = 2\n");
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o755);
+    }
+
+    #[test]
+    fn another_writer_between_read_and_rename_keeps_its_data_and_the_fix_is_not_applied() {
+        use std::io::Write as _;
+        // AfterRename: the other program opened the file before the rename and writes after it
+        // (into the old file), while a third appends to the new file.
+        for stage in [
+            write::Stage::BeforeCheck,
+            write::Stage::BeforeRename,
+            write::Stage::AfterRename,
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("m.py");
+            let text = "a = 1\n";
+            std::fs::write(&path, text).unwrap();
+            let fix = stamped(
+                text,
+                replacement(Applicability::Safe, "x", range(4, 5), "2"),
+            );
+            let planned = [Planned {
+                key: "k",
+                fix: &fix,
+            }];
+            let append = |file: &Path| std::fs::OpenOptions::new().append(true).open(file).unwrap();
+            let mut held: Option<std::fs::File> = None;
+            let mut hook = |at: write::Stage, file: &Path| match (stage, at) {
+                (write::Stage::AfterRename, write::Stage::BeforeRename) => {
+                    held = Some(append(file));
+                }
+                (write::Stage::AfterRename, write::Stage::AfterRename) => {
+                    held.take().unwrap().write_all(b"b = 2\n").unwrap();
+                    append(file).write_all(b"c = 3\n").unwrap();
+                }
+                _ if at == stage => append(file).write_all(b"b = 2\n").unwrap(),
+                _ => {}
+            };
+            let outcome = apply_to_file_with(dir.path(), "m.py", &planned, true, &mut hook);
+            assert!(outcome.applied.is_empty(), "{stage:?}: {outcome:?}");
+            assert!(
+                outcome.dropped[0]
+                    .1
+                    .contains("another program changed the file"),
+                "{stage:?}: {:?}",
+                outcome.dropped
+            );
+            let expected = if stage == write::Stage::AfterRename {
+                "a = 1\nb = 2\nc = 3\n"
+            } else {
+                "a = 1\nb = 2\n"
+            };
+            assert_eq!(
+                std::fs::read_to_string(&path).unwrap(),
+                expected,
+                "{stage:?}"
+            );
+            let left: Vec<_> = std::fs::read_dir(dir.path())
+                .unwrap()
+                .map(|e| e.unwrap().file_name())
+                .collect();
+            assert_eq!(left, ["m.py"], "{stage:?}: temporary files left");
+        }
+    }
+
+    #[test]
+    fn inserted_line_breaks_follow_the_line_they_go_into() {
+        assert_eq!(line_ending_at("a\r\nb\n", 0), "\r\n");
+        assert_eq!(line_ending_at("a\r\nb\n", 3), "\n");
+        assert_eq!(line_ending_at("a\rb\r", 2), "\r");
+        assert_eq!(line_ending_at("a\r\nb", 4), "\r\n");
+        assert_eq!(line_ending_at("a\rb", 3), "\r");
+        assert_eq!(line_ending_at("ab", 1), "\n");
+        let text = "x = 1\ry = 2\r";
+        let fix = stamped(
+            text,
+            replacement(
+                Applicability::Safe,
+                "ins",
+                range(6, 6),
+                "import os\nimport sys\n",
+            ),
+        );
+        let (outcome, after) = run("m.py", text.as_bytes(), &[fix]);
+        assert_eq!(outcome.applied, ["f0"]);
+        assert_eq!(after, b"x = 1\rimport os\rimport sys\ry = 2\r");
     }
 }

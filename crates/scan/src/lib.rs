@@ -327,6 +327,9 @@ pub struct FixSettings {
     pub write: bool,
     /// Fingerprints of issues not to fix: those skipped in `issues.json` (false positives).
     pub skipped: BTreeSet<String>,
+    /// The project as the user named it, for the commands messages suggest (empty: the root
+    /// path).
+    pub shown_root: String,
 }
 
 /// What [`fix_project`] did.
@@ -340,6 +343,9 @@ pub struct FixRun {
     pub files: Vec<fix::FileOutcome>,
     /// Passes made (a pass applies the fixes that do not overlap, then rescans).
     pub passes: usize,
+    /// Fixes held back because the project lacks what they need: per rule, why, and the
+    /// fingerprints held ([`fix::missing_prerequisite`]).
+    pub held: Vec<(String, String, Vec<String>)>,
 }
 
 impl FixRun {
@@ -374,6 +380,8 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
         ..FixRun::default()
     };
     let mut tried: BTreeSet<String> = BTreeSet::new();
+    let mut held: std::collections::BTreeMap<String, (String, Vec<String>)> =
+        std::collections::BTreeMap::new();
     while run.passes < MAX_FIX_PASSES {
         let outcomes: Vec<fix::FileOutcome> = {
             let mut by_file: std::collections::BTreeMap<&str, Vec<fix::Planned<'_>>> =
@@ -386,6 +394,25 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
                     && !tried.contains(&issue.fingerprint)
                     && !fix_settings.skipped.contains(&issue.fingerprint)
                 {
+                    let missing = held
+                        .get(&issue.pattern)
+                        .map(|(why, _)| why.clone())
+                        .or_else(|| {
+                            fix::missing_prerequisite(
+                                root,
+                                &issue.pattern,
+                                &fix_settings.shown_root,
+                            )
+                        });
+                    if let Some(why) = missing {
+                        let entry = held
+                            .entry(issue.pattern.clone())
+                            .or_insert((why, Vec::new()));
+                        if !entry.1.contains(&issue.fingerprint) {
+                            entry.1.push(issue.fingerprint.clone());
+                        }
+                        continue;
+                    }
                     by_file.entry(&issue.file).or_default().push(fix::Planned {
                         key: &issue.fingerprint,
                         fix,
@@ -413,6 +440,10 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
         }
         run.after = scan(root, settings)?;
     }
+    run.held = held
+        .into_iter()
+        .map(|(rule, (why, keys))| (rule, why, keys))
+        .collect();
     Ok(run)
 }
 

@@ -32,6 +32,18 @@ fn copy_tree(src: &Path) -> tempfile::TempDir {
     dir
 }
 
+/// Put `migrate_to_cloudrobo/runtime_patches.py` into the project at `dir`, as `npu-assets init`
+/// does: the `P_ENT` fix needs it.
+fn init_assets(dir: &Path) {
+    let assets = dir.join("migrate_to_cloudrobo");
+    std::fs::create_dir_all(&assets).unwrap();
+    std::fs::copy(
+        manifest().join("../../assets/runtime_patches.py"),
+        assets.join("runtime_patches.py"),
+    )
+    .unwrap();
+}
+
 /// Every file's bytes under `dir`, by relative path.
 fn snapshot_tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
     let mut files = std::collections::BTreeMap::new();
@@ -56,6 +68,7 @@ fn snapshot_tree(dir: &Path) -> std::collections::BTreeMap<String, Vec<u8>> {
 fn fixture_fixes_match_their_snapshots() {
     for id in ["P_CFG", "P_DEV", "P_ENT", "P_F64", "P_FLA", "P_RND"] {
         let copy = copy_tree(&manifest().join("tests/fixtures").join(id));
+        init_assets(copy.path());
         let settings = Settings {
             select: vec![id.to_owned()],
             threads: 1,
@@ -69,7 +82,7 @@ fn fixture_fixes_match_their_snapshots() {
         let run = scan::fix_project(copy.path(), &settings, &fixes).unwrap();
         let mut diffs = String::new();
         for outcome in &run.files {
-            diffs.push_str(&outcome.diff);
+            diffs.push_str(std::str::from_utf8(&outcome.diff).unwrap());
             for (_, why) in &outcome.dropped {
                 let _ = writeln!(diffs, "# not applied in {}: {why}", outcome.file);
             }
@@ -98,6 +111,7 @@ fn npu_scan() -> Command {
 #[test]
 fn demo_fix_clears_entry_config_and_comparison_findings() {
     let demo = copy_tree(&manifest().join("../../assets/demo/tiny-vla"));
+    init_assets(demo.path());
     let before = snapshot_tree(demo.path());
     let out_dir = tempfile::tempdir().unwrap();
 

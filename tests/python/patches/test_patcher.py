@@ -60,9 +60,10 @@ def test_toggles_by_name_and_environment(make_patcher, monkeypatch):
 
 
 def test_one_patcher_at_a_time(make_patcher):
-    make_patcher()
-    with pytest.raises(RuntimeError, match="already applied"):
-        make_patcher()
+    first = make_patcher()
+    second = make_patcher(apply=False)
+    assert second.apply() is first and not second.applied  # a second setup keeps the first patcher
+    assert rp.active_patcher() is first
 
 
 def test_failed_apply_rolls_back(make_patcher, monkeypatch):

@@ -198,6 +198,21 @@ pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> Stri
             format!(" ({})", rules.join(", "))
         }
     );
+    for (rule, why, keys) in &run.held {
+        let mut files: Vec<&str> = keys
+            .iter()
+            .filter_map(|k| by_key.get(k.as_str()).map(|i| i.file.as_str()))
+            .collect();
+        files.sort_unstable();
+        files.dedup();
+        let _ = writeln!(
+            out,
+            "Not applied: {} {rule} fix{} ({}): {why}",
+            keys.len(),
+            if keys.len() == 1 { "" } else { "es" },
+            files.join(", ")
+        );
+    }
     for outcome in &run.files {
         for (key, why) in &outcome.dropped {
             let place = by_key.get(key.as_str()).map_or_else(
