@@ -146,6 +146,22 @@ class _Unsupported:
         raise EmulatedNPUError(f"{type(self).__name__} is not emulated (graph mode and HCCL run only on an NPU)")
 
 
+class _ExperimentalConfig:
+    """``torch_npu.profiler._ExperimentalConfig``: the NPU profiler's options, kept (the CPU profiler ignores them)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+
+
+class _HcclOptions:
+    """``ProcessGroupHCCL.Options``: the options of an HCCL group, kept (the emulated hccl runs gloo)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.args, self.kwargs = args, kwargs
+        self.hccl_config: dict[str, Any] = {}
+        self.is_high_priority_stream = False
+
+
 def prepare(root: Path) -> None:
     """Add the torch_npu internals that ``transfer_to_npu._init`` touches (``root``: the wheel to run)."""
     wheel_npu = root / "torch_npu" / "npu"
@@ -180,13 +196,13 @@ def prepare_internals(npu_all: dict[str, list[str]]) -> None:
     npu = _backend.npu
     # torch_npu copies the names of torch_npu.npu.__all__ onto torch.cuda: the emulated module offers those of
     # this version's list that it implements (the others keep CUDA's meaning here; emulator README).
-    npu.__all__ = [n for n in npu_all.get("torch_npu.npu", []) if hasattr(npu, n)]  # type: ignore[attr-defined]
     npu._lazy_call = lambda callback: callback()  # type: ignore[attr-defined]
     npu.default_generators = (_backend.DEVICE_GENERATOR,)  # type: ignore[attr-defined]
     npu.FloatTensor = type("FloatTensor", (_LegacyTensorType,), {})  # type: ignore[attr-defined]
     npu.NPUGraph = type("NPUGraph", (_Unsupported,), {})  # type: ignore[attr-defined]
     if not hasattr(npu, "set_autocast_dtype"):
         npu.set_autocast_dtype = lambda dtype: torch.set_autocast_dtype("npu", dtype)  # type: ignore[attr-defined]
+    npu.__all__ = [n for n in npu_all.get("torch_npu.npu", []) if hasattr(npu, n)]  # type: ignore[attr-defined]
     amp = npu.amp
     amp.__all__ = [n for n in npu_all.get("torch_npu.npu.amp", []) if hasattr(amp, n)]
     _module(
@@ -195,7 +211,6 @@ def prepare_internals(npu_all: dict[str, list[str]]) -> None:
         autocast=amp.autocast,
         custom_fwd=amp.custom_fwd,
         custom_bwd=amp.custom_bwd,
-        __all__=["autocast", "custom_fwd", "custom_bwd"],
     )
     amp.autocast_mode = sys.modules["torch.npu.amp.autocast_mode"]
     amp.common = _module(
@@ -236,7 +251,9 @@ def prepare_internals(npu_all: dict[str, list[str]]) -> None:
     torch_npu._apply_patches = _apply_patches  # type: ignore[attr-defined]  (2.1: torch_npu._apply_patches)
     torch_npu._C = types.SimpleNamespace(  # type: ignore[attr-defined]
         _npu_hostEmptyCache=nothing,
-        _distributed_c10d=types.SimpleNamespace(ProcessGroupHCCL=type("ProcessGroupHCCL", (_Unsupported,), {})),
+        _distributed_c10d=types.SimpleNamespace(
+            ProcessGroupHCCL=type("ProcessGroupHCCL", (_Unsupported,), {"Options": _HcclOptions})
+        ),
     )
 
     activity = types.SimpleNamespace(NPU=torch.profiler.ProfilerActivity.CPU, CPU=torch.profiler.ProfilerActivity.CPU)
@@ -249,7 +266,7 @@ def prepare_internals(npu_all: dict[str, list[str]]) -> None:
         ProfilerAction=torch.profiler.ProfilerAction,
         ProfilerActivity=activity,
         _KinetoProfile=type("_KinetoProfile", (torch.profiler.profiler._KinetoProfile,), {}),
-        _ExperimentalConfig=type("_ExperimentalConfig", (), {}),
+        _ExperimentalConfig=_ExperimentalConfig,
     )
 
     if not hasattr(torch.storage.TypedStorage, "is_npu"):

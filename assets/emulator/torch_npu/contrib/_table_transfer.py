@@ -88,14 +88,21 @@ def _wrapper_cuda(function: Callable[..., Any], *, allow_int: bool = False) -> C
     return remapped
 
 
+def _backend_name(value: Any) -> Any:
+    """A backend string with ``nccl`` as ``hccl`` and a ``cuda:`` device as ``npu:`` (``"cuda:nccl,cpu:gloo"``)."""
+    if isinstance(value, str):
+        return value.replace("nccl", "hccl").replace("cuda", "npu")
+    return value
+
+
 def _wrapper_hccl(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``function`` with the ``nccl`` backend (a positional or ``backend=``) given as ``hccl``."""
+    """``function`` with its backend strings (positional, or ``backend=``) named for the NPU."""
 
     @functools.wraps(function)
     def hccl(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(a.replace("nccl", "hccl") if isinstance(a, str) else a for a in args)
-        if isinstance(kwargs.get("backend"), str):
-            kwargs["backend"] = kwargs["backend"].replace("nccl", "hccl")
+        args = tuple(_backend_name(a) for a in args)
+        if "backend" in kwargs:
+            kwargs["backend"] = _backend_name(kwargs["backend"])
         return function(*args, **kwargs)
 
     return hccl
