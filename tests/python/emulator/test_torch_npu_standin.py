@@ -355,3 +355,51 @@ def test_fusion_attention_token_band_in_sparse_mode_0(torch_npu: object) -> None
     window = torch_npu.npu_fusion_attention(q, k, v, N, "BNSD", scale=SCALE, pre_tockens=1, next_tockens=0)[0]
     keep = (cols <= rows) & (cols >= rows - 1)
     assert torch.allclose(window, F.scaled_dot_product_attention(q, k, v, attn_mask=keep), atol=1e-5)
+
+
+@pytest.mark.parametrize("which", ["real", "standin"])
+def test_transfer_to_npu_remaps_device_contexts_and_the_cuda_api(which: str, tmp_path: Path) -> None:
+    """Device contexts, the default device, torch.cuda's stream and memory API with CUDA devices, the profiler's
+    and HCCL's option classes: the same with the wheel's own module and with the stand-in's replay of it."""
+    env = dict(os.environ)
+    if which == "standin":
+        env["NPU_PATCHER_TORCH_NPU_DIR"] = str(tmp_path)  # an empty cache
+    elif _pinned_wheel_for_this_torch() is None:
+        pytest.skip(f"no pinned torch-npu wheel pairs with torch {torch.__version__}: only the stand-in can run")
+    code = textwrap.dedent(
+        f"""
+        import sys, warnings
+        warnings.simplefilter("ignore")
+        sys.path.insert(0, {str(EMULATOR)!r})
+        import torch
+        import npu_emulator
+        import torch_npu
+        from torch_npu.contrib import transfer_to_npu
+        with torch.device("cuda"):
+            assert torch.tensor(1).device.type == "npu"
+        with torch.device("meta"):
+            assert torch.nn.Linear(2, 2).weight.device.type == "meta"
+        if hasattr(torch, "set_default_device"):
+            torch.set_default_device("cuda")
+            try:
+                assert torch.zeros(1).device.type == "npu"
+            finally:
+                torch.set_default_device(None)
+        assert torch.zeros(1).device.type == "cpu"
+        assert torch.cuda.current_stream(torch.device("cuda:0")) == torch.npu.current_stream(0)
+        assert torch.cuda.memory_allocated("cuda:0") == torch.npu.memory_allocated(0)
+        assert torch.ones(2, device=0).device.type == "npu"  # a card index given by keyword
+        if hasattr(torch, "Event"):
+            assert str(torch.Event(device="cuda:0").device).startswith("npu")
+        from torch.distributed.distributed_c10d import ProcessGroupNCCL
+        assert ProcessGroupNCCL.Options() is not None
+        config = torch_npu.profiler._ExperimentalConfig(1, 1)
+        assert config is not None
+        print(transfer_to_npu.SOURCE)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout.strip() == "stand-in") == (which == "standin"), done.stdout
