@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _tensor
+from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _generator, _serialization, _tensor
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._tensor import NPUTensor
 
@@ -150,6 +150,8 @@ def install() -> None:
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _accelerator.install()
+    _serialization.install()
+    _generator.install()
     _enable_foreach()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
