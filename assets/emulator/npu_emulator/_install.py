@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import warnings
 from typing import Any
@@ -68,15 +69,31 @@ def _via_dispatch(op: Any) -> Any:
     return kernel
 
 
+# storage _cdata -> torch's weak reference to that storage: is_pinned() answers True for exactly those storages.
+_PINNED: dict[int, Any] = {}
+
+
 def _pin_memory(tensor: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
-    """Pinned host memory is not emulated: ``pin_memory()`` (DataLoader(pin_memory=True)) returns a copy."""
+    """``pin_memory()`` (DataLoader(pin_memory=True)): a copy in host memory that ``is_pinned()`` reports pinned,
+    as torch_npu's pinned host memory is (the emulator has no page-locked allocator)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     del device
-    return tensor.clone()
+    pinned = tensor.clone()
+    if len(_PINNED) > 256:
+        for key in [key for key, ref in _PINNED.items() if ref.expired()]:
+            del _PINNED[key]
+    storage = pinned.untyped_storage()
+    _PINNED[storage._cdata] = StorageWeakRef(storage)
+    return pinned
 
 
 def _is_pinned(tensor: torch.Tensor, device: torch.device | None = None) -> bool:
-    del tensor, device
-    return False
+    del device
+    if tensor.device.type != "cpu":
+        return False
+    ref = _PINNED.get(tensor.untyped_storage()._cdata)
+    return ref is not None and not ref.expired()
 
 
 def _sdpa(
@@ -139,18 +156,20 @@ def install() -> None:
     with warnings.catch_warnings():
         # Replaces torch's CPU kernel, which would ask the npu hooks for a pinned allocator they cannot give.
         warnings.simplefilter("ignore")
-        lib.impl("_pin_memory", _pin_memory, "CPU")
+        lib.impl("_pin_memory", own(_pin_memory), "CPU")
+        lib.impl("is_pinned", _is_pinned, "CPU")
         if _state["backend"] != "python":
             # torch < 2.10 picks the kernels of is_pinned/_pin_memory by their device argument (CUDA when it is
             # None), and CUDA's initialise CUDA, which fails on a machine without a driver. Host memory is never
             # pinned here (pinning is a copy), for either device argument.
             for key in ("CUDA", "PrivateUse1"):
                 lib.impl("is_pinned", _is_pinned, key)
-                lib.impl("_pin_memory", _pin_memory, key)
+                lib.impl("_pin_memory", own(_pin_memory), key)
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
     _accelerator.install()
     _serialization.install()
+    atexit.register(_PINNED.clear)
     _generator.install()
     _enable_foreach()
     _state["libs"] = (lib, global_lib)

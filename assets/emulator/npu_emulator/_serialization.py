@@ -20,8 +20,8 @@ remembered, each checked by identity.
 
 from __future__ import annotations
 
+import atexit
 import re
-import weakref
 from typing import Any
 
 import torch
@@ -31,10 +31,11 @@ from npu_emulator import _devices
 # Before the CPU tagger (priority 10) and torch's PrivateUse1 deserializer (23).
 PRIORITY = 5
 
-# storage _cdata -> (weak reference to the device tensor's backing CPU tensor, device index)
-_SAVED: dict[int, tuple[Any, int]] = {}
-# storage _cdata -> (weak reference to the CPU storage object, device index)
-_LOADED: dict[int, tuple[Any, int]] = {}
+# storage _cdata -> (weak reference to that storage, device index). torch's own storage weak reference (as
+# torch.multiprocessing keeps): it keeps the storage's address from being reused while it exists, and says when
+# the storage died. (A Python weakref to a storage object crashes torch 2.1.)
+_SAVED: dict[int, tuple[Any, int]] = {}  # storages of device tensors being pickled
+_LOADED: dict[int, tuple[Any, int]] = {}  # host storages that rebuilt tensors put on the device
 
 _LOCATION = re.compile(r"npu(?::(\d+))?$")
 _state: dict[str, Any] = {}
@@ -42,28 +43,33 @@ _state: dict[str, Any] = {}
 
 def _prune(table: dict[int, tuple[Any, int]]) -> None:
     if len(table) > 256:
-        for key in [key for key, (ref, _) in table.items() if ref() is None]:
+        for key in [key for key, (ref, _) in table.items() if ref.expired()]:
             del table[key]
+
+
+def _remember(table: dict[int, tuple[Any, int]], storage: Any, index: int) -> None:
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    _prune(table)
+    table[storage._cdata] = (StorageWeakRef(storage), index)
+
+
+def _index_of(table: dict[int, tuple[Any, int]], storage: Any) -> int | None:
+    untyped = getattr(storage, "_untyped_storage", storage)
+    found = table.get(getattr(untyped, "_cdata", None))
+    if found is None or found[0].expired():
+        return None
+    return found[1]
 
 
 def remember_saved(elem: torch.Tensor, index: int) -> None:
     """Note that ``elem`` (the CPU tensor behind a device tensor being pickled) belongs to ``npu:index``."""
-    _prune(_SAVED)
-    _SAVED[elem.untyped_storage()._cdata] = (weakref.ref(elem), index)
+    _remember(_SAVED, elem.untyped_storage(), index)
 
 
 def _tag(storage: Any) -> str | None:
-    untyped = getattr(storage, "_untyped_storage", storage)
-    cdata = getattr(untyped, "_cdata", None)
-    found = _SAVED.get(cdata) if cdata is not None else None
-    if found is None:
-        return None
-    ref, index = found
-    elem = ref()
-    if elem is None or elem.untyped_storage()._cdata != cdata:
-        _SAVED.pop(cdata, None)
-        return None
-    return f"npu:{index}"
+    index = _index_of(_SAVED, storage)
+    return None if index is None else f"npu:{index}"
 
 
 def _location_index(location: str) -> int | None:
@@ -86,8 +92,7 @@ def _location_index(location: str) -> int | None:
 
 def remember_loaded(storage: Any, index: int) -> Any:
     """Mark the CPU ``storage`` as the data of device tensors on ``npu:index`` rebuilt over it."""
-    _prune(_LOADED)
-    _LOADED[storage._cdata] = (weakref.ref(storage), index)
+    _remember(_LOADED, storage, index)
     return storage
 
 
@@ -98,22 +103,13 @@ def _deserialize(storage: Any, location: str) -> Any:
     if index is None:
         return None
     if storage.device.type != "cpu":
-        storage = _state["to"](storage, torch.device("cpu"))
+        storage = storage.cpu()
     return remember_loaded(storage, index)
-
-
-def _loaded_index(storage: Any) -> int | None:
-    untyped = getattr(storage, "_untyped_storage", storage)
-    found = _LOADED.get(getattr(untyped, "_cdata", None))
-    if found is None:
-        return None
-    ref, index = found
-    return index if ref() is untyped else None
 
 
 def _rebuild_tensor(storage: Any, storage_offset: int, size: Any, stride: Any) -> torch.Tensor:
     tensor = _state["rebuild"](storage, storage_offset, size, stride)
-    index = _loaded_index(storage)
+    index = _index_of(_LOADED, storage)
     if index is None:
         return tensor
     from npu_emulator._tensor import NPUTensor
@@ -144,6 +140,12 @@ def _typed_npu(self: Any, device: Any = None, non_blocking: bool = False, **kwar
     return torch.storage.TypedStorage(wrap_storage=untyped, dtype=self.dtype, _internal=True)
 
 
+def forget() -> None:
+    """Drop every remembered storage (at exit, before torch is torn down)."""
+    _SAVED.clear()
+    _LOADED.clear()
+
+
 def install() -> None:
     """Register the tagger and deserializer and route storage moves to the npu (once per process)."""
     if _state:
@@ -152,11 +154,15 @@ def install() -> None:
     import torch.serialization
 
     _state["rebuild"] = torch._utils._rebuild_tensor
-    _state["to"] = torch._utils._to
+    # Weak references to storages that outlive the interpreter's teardown of torch crash it (torch 2.1).
+    atexit.register(forget)
     torch.serialization.register_package(PRIORITY, _tag, _deserialize)
     torch._utils._rebuild_tensor = _rebuild_tensor
-    torch._utils._to = _storage_to
-    if getattr(torch.storage, "_to", None) is _state["to"]:
-        torch.storage._to = _storage_to
+    original_to = getattr(torch._utils, "_to", None)  # UntypedStorage.to(device): torch >= 2.2
+    if original_to is not None:
+        _state["to"] = original_to
+        torch._utils._to = _storage_to
+        if getattr(torch.storage, "_to", None) is original_to:
+            torch.storage._to = _storage_to
     torch.UntypedStorage.npu = _untyped_npu  # type: ignore[attr-defined]
     torch.TypedStorage.npu = _typed_npu  # type: ignore[attr-defined]

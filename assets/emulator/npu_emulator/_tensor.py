@@ -178,22 +178,35 @@ class NPUTensor(torch.Tensor):
         """The backing storage (host memory): its ``data_ptr()`` identifies shared tensors, as on a device."""
         return self.elem.untyped_storage()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> NPUTensor:
+    def __deepcopy__(self, memo: dict[Any, Any]) -> NPUTensor:
         if id(self) in memo:
             return memo[id(self)]
         if not self.is_leaf:
-            msg = (
-                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
-                "the moment."
-            )
-            raise RuntimeError(msg)
+            return torch.Tensor.__deepcopy__(self, memo)  # torch's own error for a non-leaf tensor
+        if getattr(self, "_is_param", False):
+            # As torch.nn.Parameter.__deepcopy__: a clone of the data, without its .grad.
+            with torch.no_grad():
+                data = NPUTensor(self.elem.clone(memory_format=torch.preserve_format), index=self.index)
+            result = torch.nn.Parameter(data, self.requires_grad)
+            memo[id(self)] = result
+            return result
+        elem = self.elem
+        # Tensors sharing a storage share its copy, as torch's deepcopy of storages through the memo does.
+        key = ("npu_emulator.storage", elem.untyped_storage()._cdata)
+        storage = memo.get(key)
+        if storage is None:
+            storage = memo[key] = elem.untyped_storage().clone()
+            memo.setdefault(id(memo), []).append(elem)  # keep the source alive while the memo refers to it
         with torch.no_grad():
-            new = NPUTensor(self.elem.clone(), requires_grad=self.requires_grad, index=self.index)
+            copied = torch.empty(0, dtype=elem.dtype).set_(storage, elem.storage_offset(), elem.size(), elem.stride())
+            new = NPUTensor(copied, requires_grad=self.requires_grad, index=self.index)
         memo[id(self)] = new
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
-        for key, value in self.__dict__.items():
-            setattr(new, key, copy.deepcopy(value, memo))
+        for key_, value in self.__dict__.items():
+            if key_ in ("elem", "index"):
+                continue
+            setattr(new, key_, copy.deepcopy(value, memo))
         return new
 
     def __reduce_ex__(self, proto: int) -> Any:
@@ -205,6 +218,8 @@ class NPUTensor(torch.Tensor):
         if getattr(self, "_is_param", False):
             return torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, collections.OrderedDict())
         func, args = data._reduce_ex_internal(proto)
+        # Rebuilt in this process (copy.copy), the tensor is a device tensor over the same storage.
+        _serialization.remember_loaded(args[0]._untyped_storage, self.index)
         args = (*args[:4], self.requires_grad, *args[5:])
         return func, args
 

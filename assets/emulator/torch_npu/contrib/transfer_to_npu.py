@@ -48,7 +48,11 @@ _CUDA_ATTRIBUTES = (
     "set_rng_state_all", "is_bf16_supported", "get_device_name", "get_device_properties", "get_device_capability",
     "mem_get_info", "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
     "reset_peak_memory_stats", "reset_max_memory_allocated", "device", "Stream", "Event", "current_stream",
-    "default_stream", "stream", "is_initialized", "init",
+    "default_stream", "stream", "is_initialized", "init", "set_stream", "StreamContext",
+    "set_per_process_memory_fraction", "get_per_process_memory_fraction", "utilization", "memory_stats",
+    "memory_stats_as_nested_dict", "memory_summary", "memory_snapshot", "caching_allocator_alloc",
+    "caching_allocator_delete", "reset_accumulated_memory_stats", "can_device_access_peer", "get_allocator_backend",
+    "memory_cached", "max_memory_cached", "reset_max_memory_cached", "set_sync_debug_mode", "get_sync_debug_mode",
 )  # fmt: skip
 
 
