@@ -84,6 +84,8 @@ class EmulatorLimitationWarning(UserWarning):
     """The emulator hit one of its own limits at an op and carried on (e.g. computed the op in float32 on CPU)."""
 
 
+_RAISED = "raised EmulatorLimitation"
+
 #: Every fault of this process, in order of first occurrence: {"op", "error", "action", "count"}.
 _FAULTS: list[dict[str, object]] = []
 _FAULT_INDEX: dict[tuple[str, str], dict[str, object]] = {}
@@ -91,8 +93,8 @@ _FAULT_INDEX: dict[tuple[str, str], dict[str, object]] = {}
 
 def record_fault(op: str, error: str, action: str) -> dict[str, object]:
     """Record that the emulator failed at ``op`` with ``error``; ``action`` is what it did ("fell back ...",
-    "raised EmulatorLimitation"). Warns (:class:`EmulatorLimitationWarning`) and writes the faults file once per
-    (op, error)."""
+    "raised EmulatorLimitation"). Once per (op, error): writes the faults file, and warns
+    (:class:`EmulatorLimitationWarning`) unless the fault is raised."""
     import warnings
 
     key = (op, error)
@@ -103,7 +105,8 @@ def record_fault(op: str, error: str, action: str) -> dict[str, object]:
     entry: dict[str, object] = {"op": op, "error": error, "action": action, "count": 1}
     _FAULTS.append(entry)
     _FAULT_INDEX[key] = entry
-    warnings.warn(f"{LIMITATION_PHRASE}: {op}: {error}; {action}", EmulatorLimitationWarning, stacklevel=3)
+    if action != _RAISED:  # a raised EmulatorLimitation says it itself
+        warnings.warn(f"{LIMITATION_PHRASE}: {op}: {error}; {action}", EmulatorLimitationWarning, stacklevel=3)
     _append_to_file(entry)
     return entry
 
@@ -141,7 +144,7 @@ def clear_faults() -> None:
 def limitation(op: str, error: BaseException, hint: str = "") -> EmulatorLimitation:
     """Record ``error`` (raised inside the emulator at ``op``) and return the :class:`EmulatorLimitation` to raise."""
     cause = f"{type(error).__name__}: {error}".strip()
-    record_fault(op, cause, "raised EmulatorLimitation")
+    record_fault(op, cause, _RAISED)
     return EmulatorLimitation(op, cause, hint)
 
 
@@ -149,8 +152,8 @@ def limitation(op: str, error: BaseException, hint: str = "") -> EmulatorLimitat
 _BACKEND_SIGNATURES = (
     "NPUTensor",
     "PyTorch is not linked with support for npu devices",
-    "implement getNewGenerator",
-    "implement getDefaultGenerator",
+    "getNewGenerator",
+    "getDefaultGenerator",
     "PrivateUse1HooksInterface",
     "_make_wrapper_subclass",
     "npu_emulator",
@@ -162,7 +165,7 @@ def is_emulator_fault(error: BaseException | None) -> bool:
 
     That is: an :class:`EmulatorLimitation`; or an exception that is not a documented restriction
     (:class:`EmulatedNPUError`) and was raised inside the ``npu_emulator`` package or carries a message by which
-    torch refuses the emulated backend (``NPUTensor``, ``implement getNewGenerator``...).
+    torch refuses the emulated backend (``NPUTensor``, ``getNewGenerator``...).
     """
     import os
 
@@ -172,8 +175,8 @@ def is_emulator_fault(error: BaseException | None) -> bool:
         seen.add(id(error))
         if isinstance(error, EmulatorLimitation):
             return True
-        if isinstance(error, EmulatedNPUError):
-            return False
+        if isinstance(error, EmulatedNPUError) or getattr(error, "_npu_emulator_program_error", False):
+            return False  # a restriction, or what the CPU says about the program's op
         text = str(error)
         if any(signature in text for signature in _BACKEND_SIGNATURES):
             return True

@@ -167,6 +167,8 @@ def install() -> None:
                 lib.impl("_pin_memory", own(_pin_memory), key)
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
+    if _state["backend"] != "python":
+        _autograd_fallback(global_lib)
     _accelerator.install()
     _serialization.install()
     atexit.register(_PINNED.clear)
@@ -176,6 +178,25 @@ def install() -> None:
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()
     _distributed.install(python_backend=_state["backend"] == "python")
+
+
+def _autograd_fallback(global_lib: torch.library.Library) -> None:
+    """Let operators without an autograd kernel of their own (``torch.library`` operators of the program or of a
+    library) reach the device tensors, as they reach CPU tensors.
+
+    torch < 2.10 registers its autograd fallback for the CPU, CUDA, XLA... keys but not for AutogradPrivateUse1,
+    where such an operator then fails with ``Could not run '...' with arguments from the 'Autogradnpu' backend``.
+    A fallthrough sends it on to the emulator (its backward, if any, is not recorded, as with torch's fallback in
+    its default mode for an operator that has no autograd formula).
+    """
+    try:
+        if hasattr(global_lib, "fallback"):
+            global_lib.fallback(torch.library.fallthrough_kernel, dispatch_key="AutogradPrivateUse1")
+        else:  # torch < 2.3
+            global_lib.m.fallback_fallthrough("AutogradPrivateUse1")
+    except RuntimeError as error:  # this torch has a fallback there already
+        if "fallback" not in str(error).lower():
+            raise
 
 
 def backend() -> str | None:
