@@ -659,3 +659,12 @@ def test_the_npu_gives_what_the_cpu_gives(npu: torch.device, name: str) -> None:
     got = _outcome(IDIOMS[name], "npu")
     assert got[0] == expected[0], f"{name}: on the npu it {got[0]} {got[1]!r}; on the CPU it {expected[0]} {expected[1]!r}"
     _same(expected[1], got[1], name)
+
+
+def test_repr_puts_the_device_where_torch_puts_it(npu: torch.device) -> None:
+    # As torch prints a device tensor (torch/_tensor_str.py): device first, then dtype, then the autograd suffix.
+    half = torch.ones(2, dtype=torch.float16, device=npu)
+    assert repr(half) == "tensor([1., 1.], device='npu:0', dtype=torch.float16)"
+    leaf = torch.zeros(1, dtype=torch.bfloat16, device=npu, requires_grad=True)
+    assert repr(leaf) == "tensor([0.], device='npu:0', dtype=torch.bfloat16, requires_grad=True)"
+    assert repr(torch.empty(0, 2, device=npu)) == "tensor([], device='npu:0', size=(0, 2))"
