@@ -12,7 +12,15 @@ Plain CPU code pays nothing: nothing is installed at import time, and after ``in
 
 from __future__ import annotations
 
-from npu_emulator._errors import EmulatedNPUError
+from npu_emulator._errors import (
+    LIMITATION_PHRASE,
+    EmulatedNPUError,
+    EmulatorLimitation,
+    EmulatorLimitationWarning,
+    clear_faults,
+    faults,
+    is_emulator_fault,
+)
 from npu_emulator._install import install, is_installed
 from npu_emulator._rules import (
     RESTRICTIONS,
@@ -22,8 +30,14 @@ from npu_emulator._rules import (
 )
 
 __all__ = [
+    "LIMITATION_PHRASE",
     "RESTRICTIONS",
     "EmulatedNPUError",
+    "EmulatorLimitation",
+    "EmulatorLimitationWarning",
+    "clear_faults",
+    "faults",
+    "is_emulator_fault",
     "enabled_restrictions",
     "install",
     "is_installed",

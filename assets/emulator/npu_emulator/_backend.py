@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _devices
+from npu_emulator import _devices, _memory
 from npu_emulator._checks import DEVICE_GENERATOR
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 
@@ -212,9 +212,16 @@ class device:
 class Stream:
     """A stream on the emulated device: every op already ran when it returns."""
 
-    def __init__(self, device: Any = None, priority: int = 0) -> None:
-        del priority
+    _next_id = 1
+
+    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
+        del kwargs
         self.device_index = _index(device)
+        self.priority = priority
+        self.device_type = 1  # c10 DeviceType of PrivateUse1's slot, as torch_npu's Stream reports it
+        self.stream_id = Stream._next_id
+        Stream._next_id += 1
+        self._prev: list[Any] = []
 
     @property
     def device(self) -> torch.device:
@@ -237,11 +244,23 @@ class Stream:
         event.record(self)
         return event
 
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Stream) and (other.stream_id, other.device_index) == (self.stream_id, self.device_index)
+
+    def __hash__(self) -> int:
+        return hash((self.stream_id, self.device_index))
+
+    def __repr__(self) -> str:
+        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.stream_id}>"
+
     def __enter__(self) -> Stream:
+        # As torch.Stream: the stream is the current one inside the block.
+        self._prev.append(_memory.current_stream(self.device_index))
+        _memory.set_stream(self)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        return None
+        _memory.set_stream(self._prev.pop())
 
 
 _DEFAULT_STREAMS: dict[int, Stream] = {}
@@ -253,14 +272,6 @@ def default_stream(device: Any = None) -> Stream:
     if found is None:
         found = _DEFAULT_STREAMS[index] = Stream(index)
     return found
-
-
-def current_stream(device: Any = None) -> Stream:
-    return default_stream(device)
-
-
-def stream(stream: Stream | None) -> Stream:
-    return stream if stream is not None else default_stream()
 
 
 class Event:
@@ -382,13 +393,17 @@ _PUBLIC = (
     set_rng_state, get_rng_state_all, set_rng_state_all, is_bf16_supported, get_device_name,
     get_device_properties, get_device_capability, mem_get_info,
     reset_peak_memory_stats, get_amp_supported_dtype, is_autocast_enabled, get_autocast_dtype, set_compile_mode,
-    is_jit_compile_false, device, Stream, Event, current_stream, default_stream, stream,
+    is_jit_compile_false, device, Stream, Event, default_stream, *_memory.PUBLIC,
 )  # fmt: skip
 for _item in _PUBLIC:
     setattr(npu, _item.__name__, _item)
-for _name in ("memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved"):
+for _name in (
+    "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved", "memory_cached",
+    "max_memory_cached",
+):  # fmt: skip
     setattr(npu, _name, _zero)
-npu.reset_max_memory_allocated = reset_peak_memory_stats  # type: ignore[attr-defined]
+for _name in ("reset_max_memory_allocated", "reset_max_memory_cached", "reset_accumulated_memory_stats"):
+    setattr(npu, _name, reset_peak_memory_stats)
 # torch.utils.checkpoint saves and replays the device RNG state only when the module says it is initialised.
 npu._initialized = True  # type: ignore[attr-defined]
 npu.amp = amp  # type: ignore[attr-defined]

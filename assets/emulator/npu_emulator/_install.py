@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import warnings
 from typing import Any
 
 import torch
 
-from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _tensor
+from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _generator, _serialization, _tensor
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._tensor import NPUTensor
 
@@ -68,15 +69,31 @@ def _via_dispatch(op: Any) -> Any:
     return kernel
 
 
+# storage _cdata -> torch's weak reference to that storage: is_pinned() answers True for exactly those storages.
+_PINNED: dict[int, Any] = {}
+
+
 def _pin_memory(tensor: torch.Tensor, device: torch.device | None = None) -> torch.Tensor:
-    """Pinned host memory is not emulated: ``pin_memory()`` (DataLoader(pin_memory=True)) returns a copy."""
+    """``pin_memory()`` (DataLoader(pin_memory=True)): a copy in host memory that ``is_pinned()`` reports pinned,
+    as torch_npu's pinned host memory is (the emulator has no page-locked allocator)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     del device
-    return tensor.clone()
+    pinned = tensor.clone()
+    if len(_PINNED) > 256:
+        for key in [key for key, ref in _PINNED.items() if ref.expired()]:
+            del _PINNED[key]
+    storage = pinned.untyped_storage()
+    _PINNED[storage._cdata] = StorageWeakRef(storage)
+    return pinned
 
 
 def _is_pinned(tensor: torch.Tensor, device: torch.device | None = None) -> bool:
-    del tensor, device
-    return False
+    del device
+    if tensor.device.type != "cpu":
+        return False
+    ref = _PINNED.get(tensor.untyped_storage()._cdata)
+    return ref is not None and not ref.expired()
 
 
 def _sdpa(
@@ -139,22 +156,47 @@ def install() -> None:
     with warnings.catch_warnings():
         # Replaces torch's CPU kernel, which would ask the npu hooks for a pinned allocator they cannot give.
         warnings.simplefilter("ignore")
-        lib.impl("_pin_memory", _pin_memory, "CPU")
+        lib.impl("_pin_memory", own(_pin_memory), "CPU")
+        lib.impl("is_pinned", _is_pinned, "CPU")
         if _state["backend"] != "python":
             # torch < 2.10 picks the kernels of is_pinned/_pin_memory by their device argument (CUDA when it is
             # None), and CUDA's initialise CUDA, which fails on a machine without a driver. Host memory is never
             # pinned here (pinning is a copy), for either device argument.
             for key in ("CUDA", "PrivateUse1"):
                 lib.impl("is_pinned", _is_pinned, key)
-                lib.impl("_pin_memory", _pin_memory, key)
+                lib.impl("_pin_memory", own(_pin_memory), key)
     global_lib = torch.library.Library("_", "IMPL")
     _amp.register(lib, global_lib)
+    if _state["backend"] != "python":
+        _autograd_fallback(global_lib)
     _accelerator.install()
+    _serialization.install()
+    atexit.register(_PINNED.clear)
+    _generator.install()
     _enable_foreach()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _state["single_threaded_autograd"] = _settle_autograd_engine()
     _distributed.install(python_backend=_state["backend"] == "python")
+
+
+def _autograd_fallback(global_lib: torch.library.Library) -> None:
+    """Let operators without an autograd kernel of their own (``torch.library`` operators of the program or of a
+    library) reach the device tensors, as they reach CPU tensors.
+
+    torch < 2.10 registers its autograd fallback for the CPU, CUDA, XLA... keys but not for AutogradPrivateUse1,
+    where such an operator then fails with ``Could not run '...' with arguments from the 'Autogradnpu' backend``.
+    A fallthrough sends it on to the emulator (its backward, if any, is not recorded, as with torch's fallback in
+    its default mode for an operator that has no autograd formula).
+    """
+    try:
+        if hasattr(global_lib, "fallback"):
+            global_lib.fallback(torch.library.fallthrough_kernel, dispatch_key="AutogradPrivateUse1")
+        else:  # torch < 2.3
+            global_lib.m.fallback_fallthrough("AutogradPrivateUse1")
+    except RuntimeError as error:  # this torch has a fallback there already
+        if "fallback" not in str(error).lower():
+            raise
 
 
 def backend() -> str | None:

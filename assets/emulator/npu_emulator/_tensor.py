@@ -16,8 +16,8 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks, _devices
-from npu_emulator._errors import EmulatedNPUError, emulated_message
+from npu_emulator import _checks, _devices, _serialization
+from npu_emulator._errors import EmulatedNPUError, emulated_message, limitation, record_fault
 from npu_emulator._rules import ENABLED
 
 aten = torch.ops.aten
@@ -135,16 +135,19 @@ class NPUTensor(torch.Tensor):
         return NPUTensor(inner["elem"], index=meta if isinstance(meta, int) else None)
 
     def __repr__(self, *, tensor_contents: object = None) -> str:
-        del tensor_contents
-        text = repr(self.elem)
-        if not text.endswith(")"):
-            return text
-        extra = f", device='npu:{self.index}'"
-        if self.grad_fn is not None:
-            extra += f", grad_fn=<{type(self.grad_fn).__name__}>"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"{text[:-1]}{extra})"
+        try:
+            return _repr(self, tensor_contents)
+        except Exception as error:  # noqa: BLE001 - an emulator fault, reported as such
+            raise limitation("Tensor.__repr__", error) from error
+
+    def __format__(self, format_spec: str) -> str:
+        # torch's Tensor.__format__ formats a 0-dim tensor as its Python number only for plain tensors.
+        if self.dim() == 0:
+            return self.detach().item().__format__(format_spec)
+        if format_spec:
+            msg = "unsupported format string passed to Tensor.__format__"
+            raise TypeError(msg)
+        return str(self)
 
     # -- methods that torch refuses for every tensor subclass; give them their device semantics --
     numpy = _NumpyMethod()
@@ -175,33 +178,50 @@ class NPUTensor(torch.Tensor):
         """The backing storage (host memory): its ``data_ptr()`` identifies shared tensors, as on a device."""
         return self.elem.untyped_storage()
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> NPUTensor:
+    def __deepcopy__(self, memo: dict[Any, Any]) -> NPUTensor:
         if id(self) in memo:
             return memo[id(self)]
         if not self.is_leaf:
-            msg = (
-                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at "
-                "the moment."
-            )
-            raise RuntimeError(msg)
+            return torch.Tensor.__deepcopy__(self, memo)  # torch's own error for a non-leaf tensor
+        if getattr(self, "_is_param", False):
+            # As torch.nn.Parameter.__deepcopy__: a clone of the data, without its .grad.
+            with torch.no_grad():
+                data = NPUTensor(self.elem.clone(memory_format=torch.preserve_format), index=self.index)
+            result = torch.nn.Parameter(data, self.requires_grad)
+            memo[id(self)] = result
+            return result
+        elem = self.elem
+        # Tensors sharing a storage share its copy, as torch's deepcopy of storages through the memo does.
+        key = ("npu_emulator.storage", elem.untyped_storage()._cdata)
+        storage = memo.get(key)
+        if storage is None:
+            storage = memo[key] = elem.untyped_storage().clone()
+            memo.setdefault(id(memo), []).append(elem)  # keep the source alive while the memo refers to it
         with torch.no_grad():
-            new = NPUTensor(self.elem.clone(), requires_grad=self.requires_grad, index=self.index)
+            copied = torch.empty(0, dtype=elem.dtype).set_(storage, elem.storage_offset(), elem.size(), elem.stride())
+            new = NPUTensor(copied, requires_grad=self.requires_grad, index=self.index)
         memo[id(self)] = new
         if self.grad is not None:
             new.grad = copy.deepcopy(self.grad, memo)
-        for key, value in self.__dict__.items():
-            setattr(new, key, copy.deepcopy(value, memo))
+        for key_, value in self.__dict__.items():
+            if key_ in ("elem", "index"):
+                continue
+            setattr(new, key_, copy.deepcopy(value, memo))
         return new
 
     def __reduce_ex__(self, proto: int) -> Any:
-        # Saved as plain CPU tensors: checkpoints written under the emulator load anywhere (also with
-        # torch.load(weights_only=True)); load_state_dict copies them back onto the device.
-        data = self.elem.detach()
+        # What a device tensor gives (torch._utils._rebuild_tensor_v2 over its storage, tagged npu:N at save time;
+        # see _serialization): torch.load(weights_only=True) accepts it and rebuilds it on the device.
+        elem = self.elem
+        _serialization.remember_saved(elem, self.index)
+        data = elem.detach()
         if getattr(self, "_is_param", False):
-            return torch._utils._rebuild_parameter, (data, self.requires_grad, collections.OrderedDict())
-        if self.requires_grad:
-            data = data.clone().requires_grad_(True)
-        return data.__reduce_ex__(proto)
+            return torch._utils._rebuild_parameter, (self.detach(), self.requires_grad, collections.OrderedDict())
+        func, args = data._reduce_ex_internal(proto)
+        # Rebuilt in this process (copy.copy), the tensor is a device tensor over the same storage.
+        _serialization.remember_loaded(args[0]._untyped_storage, self.index)
+        args = (*args[:4], self.requires_grad, *args[5:])
+        return func, args
 
     @classmethod
     def __torch_dispatch__(
@@ -245,13 +265,151 @@ class NPUTensor(torch.Tensor):
         if target_index is not None:
             index = target_index
         if rule is not None:
-            rule(func, new_args, new_kwargs, npu_dtypes)
+            try:
+                rule(func, new_args, new_kwargs, npu_dtypes)
+            except EmulatedNPUError:
+                raise
+            except Exception as error:  # noqa: BLE001 - a fault of the check, not of the program
+                record_fault(str(func), _describe(error), "skipped the emulated restriction check and ran the op")
 
-        if random_op and new_kwargs.get("generator") is None:
-            out = _checks.run_random(func, new_args, new_kwargs)
+        try:
+            out = _run(func, random_op, new_args, new_kwargs)
+        except Exception as error:  # noqa: BLE001 - classified below
+            out = _fallback(func, error, random_op, new_args, new_kwargs)
+        try:
+            return _wrap(out, originals, to_device, index)
+        except Exception as error:  # noqa: BLE001 - an emulator fault, reported as such
+            raise limitation(str(func), error) from error
+
+
+def _repr(tensor: NPUTensor, tensor_contents: object) -> str:
+    """torch's repr of a device tensor (torch/_tensor_str.py, ``_str_intern``, for a dense strided tensor): the
+    numbers formatted from the CPU tensor behind it (torch's formatter computes in float64, which the device
+    refuses), then the suffixes in torch's order, ``device='npu:N'`` first."""
+    from torch._tensor_str import PRINT_OPTS, _add_suffixes, _tensor_str
+
+    elem = tensor.elem
+    prefix = "tensor("
+    indent = len(prefix)
+    suffixes = []
+    default_device = getattr(torch._C, "_get_default_device", lambda: "cpu")()
+    if tensor.device.type != default_device:
+        suffixes.append(f"device='{tensor.device}'")
+    default_dtype = torch.get_default_dtype()
+    default_complex = torch.cdouble if default_dtype == torch.double else torch.cfloat
+    has_default_dtype = tensor.dtype in (default_dtype, default_complex, torch.int64, torch.bool)
+    with torch.no_grad():
+        if tensor.numel() == 0:
+            if tensor.dim() != 1:
+                suffixes.append(f"size={tuple(tensor.shape)}")
+            if tensor.dtype != default_dtype:
+                suffixes.append(f"dtype={tensor.dtype}")
+            contents = "[]"
         else:
-            out = func(*new_args, **new_kwargs)
-        return _wrap(out, originals, to_device, index)
+            if not PRINT_OPTS.edgeitems:
+                suffixes.append(f"size={tuple(tensor.shape)}")
+            if not has_default_dtype:
+                suffixes.append(f"dtype={tensor.dtype}")
+            contents = _tensor_str(elem.detach(), indent)
+    if tensor_contents is not None:
+        contents = str(tensor_contents)
+    if tensor.grad_fn is not None:
+        name = type(tensor.grad_fn).__name__
+        if name == "CppFunction":
+            name = tensor.grad_fn.name().rsplit("::", 1)[-1]
+        suffixes.append(f"grad_fn=<{name}>")
+    elif tensor.requires_grad:
+        suffixes.append("requires_grad=True")
+    text = _add_suffixes(prefix + contents, suffixes, indent, force_newline=False)
+    if getattr(tensor, "_is_param", False):
+        text = "Parameter containing:\n" + text  # as torch.nn.Parameter.__repr__
+    return text
+
+
+def _run(func: Any, random_op: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    if random_op and kwargs.get("generator") is None:
+        return _checks.run_random(func, args, kwargs)
+    return func(*args, **kwargs)
+
+
+def _describe(error: BaseException) -> str:
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0] if text else ''}"
+
+
+# CPU torch lacks kernels that the device has (float16 matmul on torch 2.1, ...): the program is not at fault.
+_MISSING_HALF_KERNEL = ("not implemented for 'Half'", "not implemented for 'BFloat16'")
+_MISSING_KERNEL = ("with arguments from the 'CPU' backend",)
+_HALF = (torch.float16, torch.bfloat16)
+
+
+def _fallback(func: Any, error: Exception, random_op: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """What to do when the op itself failed on the CPU tensors behind the device tensors.
+
+    A CPU kernel missing for float16/bfloat16: run the op in float32 and cast back (recorded as an emulator
+    fault, with a warning). Another missing CPU kernel: :class:`EmulatorLimitation`. Anything else is what the
+    CPU says about the program (a shape mismatch...), raised unchanged, as on any device.
+    """
+    text = str(error)
+    if any(marker in text for marker in _MISSING_HALF_KERNEL):
+        try:
+            out = _in_float32(func, random_op, args, kwargs)
+        except Exception:  # noqa: BLE001 - then it is not only the missing half kernel
+            raise limitation(str(func), error, "CPU torch has no kernel for this dtype") from error
+        record_fault(str(func), _describe(error), "computed the op in float32 on the CPU and cast the result back")
+        return out
+    if any(marker in text for marker in _MISSING_KERNEL) or isinstance(error, NotImplementedError):
+        raise limitation(str(func), error, "CPU torch has no kernel for this op") from error
+    error._npu_emulator_program_error = True  # type: ignore[attr-defined]
+    raise error
+
+
+def _in_float32(func: Any, random_op: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run ``func`` with its float16/bfloat16 tensors in float32: written arguments are copied back, results are
+    cast to the half dtype of the inputs."""
+    upcast: dict[int, torch.Tensor] = {}
+    dtype: list[torch.dtype] = []
+
+    def up(value: Any) -> Any:
+        if isinstance(value, torch.Tensor) and value.dtype in _HALF:
+            dtype.append(value.dtype)
+            wide = value.float()
+            upcast[id(wide)] = value
+            return wide
+        if isinstance(value, (list, tuple)) and not isinstance(value, torch.Size):
+            return type(value)(up(item) for item in value)
+        return value
+
+    wide_args = [up(a) for a in args]
+    wide_kwargs = {k: up(v) for k, v in kwargs.items()}
+    out = _run(func, random_op, wide_args, wide_kwargs)
+    for wide in [*_tensors(wide_args), *_tensors(list(wide_kwargs.values()))]:
+        original = upcast.get(id(wide))
+        if original is not None and not torch.equal(wide.to(original.dtype), original):
+            original.copy_(wide)
+    half = dtype[0] if dtype else torch.float32
+
+    def down(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            original = upcast.get(id(value))
+            if original is not None:
+                return original
+            return value.to(half) if value.dtype is torch.float32 else value
+        if isinstance(value, (list, tuple)):
+            return type(value)(down(item) for item in value)
+        return value
+
+    return down(out)
+
+
+def _tensors(values: list[Any]) -> list[torch.Tensor]:
+    found: list[torch.Tensor] = []
+    for value in values:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(_tensors(list(value)))
+    return found
 
 
 # Per-op facts, computed once per OpOverload: (may mix devices, is an index op, restriction rule, draws random).
@@ -301,6 +459,11 @@ def _wrap(out: Any, originals: dict[int, Any], to_device: bool, index: int | Non
             return original
         if not to_device:
             return out
+        if torch.is_inference_mode_enabled() and not out.is_inference():
+            # A view of a normal tensor made inside inference_mode is a normal tensor (torch then shares the
+            # base's version counter with it): so is its wrapper.
+            with torch.inference_mode(False):
+                return NPUTensor(out, index=index)
         return NPUTensor(out, index=index)
     if isinstance(out, (list, tuple)):
         return type(out)(_wrap(item, originals, to_device, index) for item in out)

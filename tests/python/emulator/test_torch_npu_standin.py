@@ -311,6 +311,14 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         assert torch.cuda.get_device_name() == torch.npu.get_device_name()
         assert torch.cuda.amp.autocast is torch.npu.amp.autocast
         assert torch.cuda.amp.GradScaler is torch.npu.amp.GradScaler
+        if transfer_to_npu.SOURCE == "stand-in":  # the memory and stream API, as torch_npu's
+            torch.cuda.set_per_process_memory_fraction(0.5)
+            assert torch.cuda.utilization() == 0 and torch.cuda.memory_stats()["allocated_bytes.all.peak"] == 0
+            torch.cuda.caching_allocator_delete(torch.cuda.caching_allocator_alloc(16))
+            side = torch.cuda.Stream()
+            with torch.cuda.stream(side):
+                assert torch.cuda.current_stream() == side
+            assert torch.cuda.current_stream() != side
         import torch._dynamo  # torch internals still import
         optimizer = torch.optim.AdamW(torch.nn.Linear(2, 2).cuda().parameters())
         with torch.cuda.amp.autocast(dtype=torch.bfloat16):
