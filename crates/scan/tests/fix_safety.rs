@@ -8,6 +8,7 @@ use std::path::Path;
 /// One issue as these tests read it.
 #[derive(Debug)]
 struct Found {
+    file: String,
     line: u32,
     /// The applicability of its fix; `None`: no fix.
     fix: Option<Applicability>,
@@ -37,6 +38,7 @@ fn scan_fixes(root: &Path, rule: &str) -> Vec<Found> {
         .issues
         .iter()
         .map(|i| Found {
+            file: i.file.clone(),
             line: i.line,
             fix: i.fix.as_ref().map(|f| f.applicability),
             fix_message: i
@@ -170,5 +172,111 @@ def trace(x, device):
         let f = on_line(&found, line);
         assert_eq!(f.fix, Some(Applicability::Safe), "{f:?}");
         assert!(!f.message.contains("no automatic fix"), "{f:?}");
+    }
+}
+
+/// float64 meant as float64 keeps its finding but gets no fix: in tests, in reference
+/// implementations that code is checked against, and passed to the project's own dtype helper.
+/// The same cast in model code keeps its unsafe fix.
+#[test]
+fn float64_in_tests_references_and_dtype_helpers_gets_no_fix() {
+    let model = r#"import torch
+
+from pkg.dtypes import pick_dtype
+
+
+def local_dtype(dtype):
+    return dtype
+
+
+def attention_ref(q, k):
+    return (q.to(torch.float64) @ k.to(torch.float64).T).float()
+
+
+class NaiveMixer:
+    def __call__(self, x):
+        return x.to(torch.float64).sum()
+
+
+def mix_cumulative(x):
+    """Float64 cumulative mix: the parity tests hold the fused kernel to it."""
+    return x.to(torch.float64).cumsum(0)
+
+
+def fused_mix(x):
+    return x.to(torch.float64).cumsum(0)
+
+
+def check(x):
+    assert torch.allclose(fused_mix(x), expected_mix(x))
+
+
+def expected_mix(x):
+    return x.to(torch.float64).cumsum(0)
+
+
+def forward(x):
+    y = x.to(pick_dtype(torch.float64))
+    z = x.to(local_dtype(torch.float64))
+    return y + z + x.to(torch.float64)
+"#;
+    let test = "import torch\n\n\ndef helper(x):\n    return x.to(torch.float64)\n";
+    let found = fixes(
+        "P_F64",
+        &[
+            ("pkg/model.py", model),
+            ("pkg/__init__.py", ""),
+            ("tests/test_model.py", test),
+            ("pkg/train_test.py", test),
+        ],
+    );
+    let no_fix = [
+        (
+            11,
+            "`attention_ref` is a reference implementation (its name says `ref`)",
+        ),
+        (
+            16,
+            "`NaiveMixer` is a reference implementation (its name says `naive`)",
+        ),
+        (
+            25,
+            "`fused_mix` is a reference implementation (this file asserts",
+        ),
+        (
+            33,
+            "`expected_mix` is a reference implementation (this file asserts",
+        ),
+        (37, "the project's own `pick_dtype`"),
+        (38, "the project's own `local_dtype`"),
+    ];
+    let model_found: Vec<&Found> = found.iter().filter(|f| f.file == "pkg/model.py").collect();
+    for (line, why) in no_fix {
+        let f = model_found
+            .iter()
+            .find(|f| f.line == line)
+            .unwrap_or_else(|| panic!("no issue on line {line}: {model_found:#?}"));
+        assert_eq!(f.fix, None, "{f:?}");
+        assert!(f.message.contains(why), "{why}: {f:?}");
+    }
+    let documented = model_found.iter().find(|f| f.line == 21).unwrap();
+    assert_eq!(documented.fix, None, "{documented:?}");
+    assert!(
+        documented.message.contains(
+            "`mix_cumulative` is a reference implementation (its docstring says \"parity\")"
+        ),
+        "{documented:?}"
+    );
+    // Model code: the unsafe float32 fix stays.
+    let model_code = model_found.iter().find(|f| f.line == 39).unwrap();
+    assert_eq!(
+        model_code.fix,
+        Some(Applicability::Unsafe),
+        "{model_code:?}"
+    );
+    for file in ["tests/test_model.py", "pkg/train_test.py"] {
+        let f = found.iter().find(|f| f.file == file).unwrap();
+        assert_eq!(f.fix, None, "{f:?}");
+        assert!(f.message.contains("this is test code"), "{f:?}");
     }
 }
