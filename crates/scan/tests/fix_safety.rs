@@ -280,3 +280,36 @@ def forward(x):
         assert!(f.message.contains("this is test code"), "{f:?}");
     }
 }
+
+/// A flash-attn import that is already guarded keeps its own error path: no fix. An unguarded
+/// one keeps its unsafe SDPA fallback.
+#[test]
+fn guarded_flash_attn_imports_get_no_fix() {
+    let found = fixes(
+        "P_FLA",
+        &[
+            (
+                "reraise.py",
+                "try:\n    from flash_attn import flash_attn_func\nexcept ImportError as e:\n    raise ImportError(\"pip install flash-attn\") from e\n",
+            ),
+            (
+                "flag.py",
+                "try:\n    from flash_attn import flash_attn_func\n    FLASH = True\nexcept ImportError:\n    FLASH = True\n",
+            ),
+            (
+                "checked.py",
+                "from transformers.utils import is_flash_attn_2_available\n\nif is_flash_attn_2_available():\n    from flash_attn import flash_attn_func\nelse:\n    raise RuntimeError(\"flash-attn is required\")\n",
+            ),
+            ("plain.py", "from flash_attn import flash_attn_func\n"),
+        ],
+    );
+    for file in ["reraise.py", "flag.py", "checked.py"] {
+        let f = found
+            .iter()
+            .find(|f| f.file == file)
+            .unwrap_or_else(|| panic!("{file}: no issue: {found:#?}"));
+        assert_eq!(f.fix, None, "{f:?}");
+    }
+    let plain = found.iter().find(|f| f.file == "plain.py").unwrap();
+    assert_eq!(plain.fix, Some(Applicability::Unsafe), "{plain:?}");
+}
