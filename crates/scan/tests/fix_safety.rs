@@ -313,3 +313,87 @@ fn guarded_flash_attn_imports_get_no_fix() {
     let plain = found.iter().find(|f| f.file == "plain.py").unwrap();
     assert_eq!(plain.fix, Some(Applicability::Unsafe), "{plain:?}");
 }
+
+/// The python to run fixed programs with: `NPU_PATCHER_PYTHON` (set by `cargo xtask test`) or
+/// `python3`.
+fn python() -> std::process::Command {
+    std::process::Command::new(
+        std::env::var_os("NPU_PATCHER_PYTHON").unwrap_or_else(|| "python3".into()),
+    )
+}
+
+/// An entry point that another entry imports gets the setup only where it starts the program,
+/// so running the importing program sets up the NPU once: a patcher that refuses a second
+/// `apply()` in one process (as the runtime patcher did) lets both programs start.
+#[test]
+fn an_entry_imported_by_another_sets_up_only_as_the_program() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("project");
+    let files = [
+        (
+            "train.py",
+            "import torch\n\nfrom evaluate import run_eval\n\n\ndef main():\n    model = torch.nn.Linear(2, 2).cuda()\n    run_eval(model)\n\n\nif __name__ == \"__main__\":\n    main()\n",
+        ),
+        (
+            "evaluate.py",
+            "import torch\n\n\ndef run_eval(model):\n    return model(torch.zeros(2, device=\"cuda\"))\n\n\nif __name__ == \"__main__\":\n    run_eval(torch.nn.Linear(2, 2).cuda())\n",
+        ),
+        (
+            "migrate_to_cloudrobo/runtime_patches.py",
+            "import os\n\nAPPLIED = []\n\n\nclass _Patcher:\n    def apply(self):\n        if APPLIED:\n            raise RuntimeError(\"another runtime patcher is already applied in this process\")\n        APPLIED.append(1)\n        print(\"npu setup\")\n\n\ndef build_vla_patcher():\n    return _Patcher()\n",
+        ),
+    ];
+    for (path, text) in files {
+        let path = root.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    let settings = scan::Settings {
+        select: vec!["P_ENT".to_owned()],
+        threads: 1,
+        ..scan::Settings::default()
+    };
+    let write = scan::FixSettings {
+        write: true,
+        ..scan::FixSettings::default()
+    };
+    scan::fix_project(&root, &settings, &write).unwrap();
+    let train = std::fs::read_to_string(root.join("train.py")).unwrap();
+    let evaluate = std::fs::read_to_string(root.join("evaluate.py")).unwrap();
+    assert!(train.starts_with("try:\n    import torch_npu"), "{train}");
+    assert!(
+        evaluate.starts_with("if __name__ == \"__main__\":  # run as a program"),
+        "{evaluate}"
+    );
+    assert_eq!(evaluate.matches("build_vla_patcher().apply()").count(), 1);
+
+    // Run both programs against stand-ins for torch and torch_npu.
+    let stubs = dir.path().join("stubs");
+    for (path, text) in [
+        (
+            "torch/__init__.py",
+            "class _Linear:\n    def __init__(self, *a):\n        pass\n\n    def cuda(self):\n        return self\n\n    def __call__(self, x):\n        return x\n\n\nclass nn:\n    Linear = _Linear\n\n\ndef zeros(*a, **k):\n    return 0\n",
+        ),
+        ("torch_npu/__init__.py", ""),
+        ("torch_npu/contrib/__init__.py", ""),
+        ("torch_npu/contrib/transfer_to_npu.py", ""),
+    ] {
+        let path = stubs.join(path);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+    for program in ["train.py", "evaluate.py"] {
+        let out = python()
+            .arg(program)
+            .current_dir(&root)
+            .env("PYTHONPATH", &stubs)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{program}: {out:?}");
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "npu setup\n",
+            "{program}"
+        );
+    }
+}
