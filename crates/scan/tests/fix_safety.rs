@@ -95,6 +95,7 @@ fn comparisons_selecting_unmapped_cuda_code_get_no_fix() {
             "runner.py",
             r#"import os
 
+import gymnasium
 import pynvml
 import torch
 
@@ -142,15 +143,29 @@ def trace(x, device):
     label = torch.cuda.jiterator._create_jit_fn("f") if device == "cuda" else None
     amp = torch.cuda.amp.autocast() if device == "cuda" else None
     return label, amp
+
+
+def render_setup(device):
+    render_gpu = device.index if device.type == "cuda" else 0
+    return gymnasium.make("Reach-v0", render_gpu_device_id=render_gpu)
+
+
+def bind_device(device):
+    index = device.index if device.type == "cuda" else 0
+    torch.cuda.set_device(index)
 "#,
         )],
     );
     for (line, why) in [
-        (9, "`pynvml.nvmlInit`, a CUDA-only library"),
-        (37, "`MUJOCO_EGL_DEVICE_ID` set from a device index"),
+        (10, "`pynvml.nvmlInit`, a CUDA-only library"),
+        (38, "`MUJOCO_EGL_DEVICE_ID` set from a device index"),
         (
-            47,
+            48,
             "`torch.cuda.jiterator._create_jit_fn`, which transfer_to_npu does not map",
+        ),
+        (
+            54,
+            "`gymnasium.make` with the device index `render_gpu` it picks",
         ),
     ] {
         let f = on_line(&found, line);
@@ -160,7 +175,7 @@ def trace(x, device):
     }
     // transfer_to_npu swaps the CUDA graph for torch.npu.NPUGraph: the fix leaves the working
     // eager path on the NPU for a capture path, so it is unsafe and says why.
-    let graph = on_line(&found, 13);
+    let graph = on_line(&found, 14);
     assert_eq!(graph.fix, Some(Applicability::Unsafe), "{graph:?}");
     assert!(
         graph.fix_message.contains(
@@ -168,7 +183,7 @@ def trace(x, device):
         ),
         "{graph:?}"
     );
-    for line in [10, 21, 42, 48] {
+    for line in [11, 22, 43, 49, 59] {
         let f = on_line(&found, line);
         assert_eq!(f.fix, Some(Applicability::Safe), "{f:?}");
         assert!(!f.message.contains("no automatic fix"), "{f:?}");

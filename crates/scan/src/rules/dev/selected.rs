@@ -72,7 +72,24 @@ pub(super) fn unmapped_in_selected(
                 if taken != Taken::Body {
                     branches.push(e.orelse.as_ref());
                 }
-                return branches.into_iter().find_map(|b| in_expr(sem, b));
+                if let Some(why) = branches.iter().find_map(|b| in_expr(sem, b)) {
+                    return Some(why);
+                }
+                // `render_gpu = device.index if device.type == "cuda" else 0`: follow the index.
+                if !branches.iter().any(|b| is_device_index_argument(sem, b)) {
+                    return None;
+                }
+                let Some(Stmt::Assign(a)) = sem.current_stmt() else {
+                    return None;
+                };
+                let ([Expr::Name(target)], true) = (
+                    a.targets.as_slice(),
+                    std::ptr::eq(a.value.as_ref(), *parent),
+                ) else {
+                    return None;
+                };
+                return index_flow(sem, enclosing_body(sem, false)?, target.id.as_str())
+                    .map(Selected::Unmapped);
             }
             _ => break,
         }
@@ -289,7 +306,7 @@ fn unmapped_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
     if gate::is_cuda_only_name(&q) || in_module(&q, NVIDIA_ONLY_LIBRARIES) {
         return Some(format!("`{q}`, a CUDA-only library"));
     }
-    if q == "torch" || q.starts_with("torch.") || !q.contains('.') || in_module(&q, DISPLAY_ONLY) {
+    if !outside_torch(&q) {
         return None;
     }
     let index = call
@@ -302,6 +319,62 @@ fn unmapped_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
          index there names another device)",
         crate::semantic::dotted(index)
     ))
+}
+
+/// A module function outside torch that takes values as they are (a device index is not
+/// remapped there); logging aside.
+fn outside_torch(q: &str) -> bool {
+    q != "torch" && !q.starts_with("torch.") && q.contains('.') && !in_module(q, DISPLAY_ONLY)
+}
+
+/// Where the device index held by `name` goes in `body`: a call outside torch that takes it
+/// (`make_env(gpu_id=render_gpu)`), or an environment variable set from it.
+fn index_flow(sem: &Semantic<'_>, body: &[Stmt], name: &str) -> Option<String> {
+    let is_it = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
+    let passes_it = |e: &Expr| {
+        is_it(e)
+            || matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(f) if matches!(f.id.as_str(), "int" | "str"))
+                && matches!(c.args.as_slice(), [one] if is_it(one)))
+    };
+    let mut found = None;
+    crate::analysis::try_each_expr(body, |expr| {
+        if let Expr::Call(call) = expr
+            && let Some(q) = sem.resolve(&call.func).filter(|q| outside_torch(q))
+            && call
+                .args
+                .iter()
+                .chain(call.keywords.iter().map(|k| &k.value))
+                .any(passes_it)
+        {
+            found = Some(format!(
+                "`{q}` with the device index `{name}` it picks, which is outside torch and not \
+                 remapped (an NPU index there names another device)"
+            ));
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    if found.is_some() {
+        return found;
+    }
+    let mut stmts = Vec::new();
+    crate::analysis::statements(body, &mut stmts);
+    stmts.into_iter().find_map(|stmt| {
+        let Stmt::Assign(a) = stmt else { return None };
+        let env = a
+            .targets
+            .iter()
+            .any(|t| matches!(t, Expr::Subscript(s) if sem.resolves_to(&s.value, "os.environ")));
+        (env && crate::analysis::find_in_expr(&a.value)
+            .into_iter()
+            .any(is_it))
+        .then(|| {
+            format!(
+                "an environment variable set from the device index `{name}` it picks, which is \
+                 outside torch and not remapped (an NPU index there names another device)"
+            )
+        })
+    })
 }
 
 /// Libraries that talk to the NVIDIA driver (NVML) or run CUDA kernels themselves, beside the
