@@ -234,6 +234,11 @@ def forward(x):
     y = x.to(pick_dtype(torch.float64))
     z = x.to(local_dtype(torch.float64))
     return y + z + x.to(torch.float64)
+
+
+class Policy(torch.nn.Module):
+    def test_step(self, batch):
+        return batch.to(torch.float64)
 "#;
     let test = "import torch\n\n\ndef helper(x):\n    return x.to(torch.float64)\n";
     let found = fixes(
@@ -289,6 +294,12 @@ def forward(x):
         Some(Applicability::Unsafe),
         "{model_code:?}"
     );
+    // A module's `test_step` is the model's own evaluation, not a test.
+    let test_step = model_found
+        .iter()
+        .find(|f| f.line == 44)
+        .unwrap_or_else(|| panic!("no issue in test_step: {model_found:#?}"));
+    assert_eq!(test_step.fix, Some(Applicability::Unsafe), "{test_step:?}");
     for file in ["tests/test_model.py", "pkg/train_test.py"] {
         let f = found.iter().find(|f| f.file == file).unwrap();
         assert_eq!(f.fix, None, "{f:?}");

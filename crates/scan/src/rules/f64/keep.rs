@@ -16,7 +16,13 @@ pub(super) fn reason(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
         );
     }
     let defs = enclosing_defs(sem);
-    if let Some(name) = defs.iter().map(|d| d.0).find(|n| is_test_name(n)) {
+    // `test_step` of a LightningModule is the model's own evaluation, not a test.
+    let test_def = defs
+        .iter()
+        .map(|d| d.0)
+        .find(|n| is_test_name(n))
+        .filter(|_| !sem.in_module_method());
+    if let Some(name) = test_def {
         return Some(format!(
             "`{name}` is a test, where float64 is what the test asserts or measures"
         ));
@@ -95,9 +101,7 @@ const REFERENCE_WORDS: &[&str] = &[
     "golden",
     "oracle",
     "groundtruth",
-    "vanilla",
     "unfused",
-    "slow",
 ];
 
 /// Phrases of a docstring that say so.
@@ -131,10 +135,18 @@ fn reference_evidence(text: &str, name: &str, doc: Option<&str>) -> Option<Strin
         return Some(format!("its docstring says \"{phrase}\""));
     }
     let call = format!("{name}(");
+    let calls_it = |code: &str| {
+        code.match_indices(&call).any(|(at, _)| {
+            !code[..at]
+                .chars()
+                .next_back()
+                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+        })
+    };
     text.lines()
         .any(|line| {
             let code = line.split('#').next().unwrap_or(line);
-            code.contains(&call)
+            calls_it(code)
                 && !code.trim_start().starts_with("def ")
                 && !code.trim_start().starts_with("class ")
                 && [
