@@ -4,9 +4,12 @@
 //! A fix that accepts `"npu"` beside `"cuda"` sends the NPU down the CUDA branch. That is right
 //! when the branch only calls torch, whose `torch.cuda` names `transfer_to_npu` maps to
 //! `torch_npu` ([`crate::remap`], read from each pinned wheel), and wrong when the branch calls a
-//! `torch.cuda` name that no pinned torch-npu maps (`torch.cuda.CUDAGraph`, `torch.cuda.nvtx`),
-//! a CUDA-only library (NVML, `CuPy`, Triton, flash-attn), or hands a device index to code
-//! outside torch (an EGL rendering device, `CUDA_VISIBLE_DEVICES`), which nothing remaps.
+//! `torch.cuda` name that some pinned torch-npu does not map (`torch.cuda.nvtx`,
+//! `torch.cuda.jiterator`), a CUDA-only library (NVML, `CuPy`, Triton, flash-attn), or hands a
+//! device index to code outside torch (an EGL rendering device, `CUDA_VISIBLE_DEVICES`), which
+//! nothing remaps. A `torch.cuda` object that `transfer_to_npu` swaps for another
+//! (`torch.cuda.CUDAGraph` becomes `torch.npu.NPUGraph`) makes the fix unsafe: the NPU would
+//! leave the path it runs today for one nobody has seen run there.
 
 use super::gate;
 use crate::remap::{self, Version};
