@@ -15,7 +15,10 @@ pub mod timing;
 mod validate;
 
 pub use error::{Error, Result};
-pub use ids::{fingerprint, normalize_snippet, short_id};
+pub use ids::{
+    anchor_part, anchored_fingerprint, extent, fingerprint, line_part, normalize_snippet,
+    same_finding, short_id,
+};
 pub use merge::{MergeReport, merge};
 pub use schema::*;
 pub use store::{

@@ -1,6 +1,6 @@
 //! Merging a fresh scan into the previous `issues.json`, so progress survives rescans.
 
-use crate::ids::short_id;
+use crate::ids::{anchor_part, line_part, short_id};
 use crate::schema::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status, Summary};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -19,8 +19,11 @@ pub struct MergeReport {
 
 /// Merge `fresh` (a scan's result, every issue pending with no history) into `previous`.
 ///
-/// Issues are matched by fingerprint. A matched issue keeps its id, status, reason and history
-/// and takes the fresh location, message and snippet. A `fixed` issue found again becomes pending
+/// Issues are matched by fingerprint: the whole of it, then its line part (the line's text:
+/// files written before fingerprints had an anchor part match this way), then its anchor part
+/// among the issues still unmatched (the line's text changed, as when a fix edited another
+/// finding on the same line; see [`crate::ids::anchored_fingerprint`]). A matched issue keeps its
+/// id, status, reason and history and takes the fresh fingerprint, location, message and snippet. A `fixed` issue found again becomes pending
 /// (`regressed`). A pending issue that is gone becomes `fixed` (`resolved`); gone fixed or skipped
 /// issues are kept as they are, so the record of the work survives. Ids are unique: a new issue
 /// whose short id collides with another gets a longer one.
@@ -30,14 +33,7 @@ pub fn merge(
     now: &str,
 ) -> (IssuesFile, MergeReport) {
     let mut report = MergeReport::default();
-    let old_by_fp: BTreeMap<&str, &Issue> = previous
-        .map(|p| {
-            p.issues
-                .iter()
-                .map(|i| (i.fingerprint.as_str(), i))
-                .collect()
-        })
-        .unwrap_or_default();
+    let old_issues: &[Issue] = previous.map_or(&[], |p| p.issues.as_slice());
 
     let mut taken: BTreeSet<String> = previous
         .map(|p| p.issues.iter().map(|i| i.id.clone()).collect())
@@ -46,8 +42,9 @@ pub fn merge(
     // findings in one symbol, so a repeated fingerprint is the same finding twice: keep one.
     let mut seen: BTreeSet<String> = BTreeSet::new();
     fresh.issues.retain(|i| seen.insert(i.fingerprint.clone()));
-    for issue in &mut fresh.issues {
-        if let Some(old) = old_by_fp.get(issue.fingerprint.as_str()) {
+    let matched = match_previous(old_issues, &fresh.issues);
+    for (issue, old) in fresh.issues.iter_mut().zip(&matched) {
+        if let Some(old) = old.map(|o| &old_issues[o]) {
             issue.id.clone_from(&old.id);
             issue.reason.clone_from(&old.reason);
             issue.history.clone_from(&old.history);
@@ -77,9 +74,10 @@ pub fn merge(
         taken.insert(issue.id.clone());
     }
 
+    let matched_old: BTreeSet<usize> = matched.iter().flatten().copied().collect();
     if let Some(previous) = previous {
-        for old in &previous.issues {
-            if seen.contains(&old.fingerprint) {
+        for (index, old) in previous.issues.iter().enumerate() {
+            if matched_old.contains(&index) {
                 continue;
             }
             let mut gone = old.clone();
@@ -98,6 +96,41 @@ pub fn merge(
 
     fresh.summary = Summary::of(&fresh.issues);
     (fresh, report)
+}
+
+/// For each fresh issue, the index of the previous issue it is, if any: matched by the whole
+/// fingerprint, then by its line part, then by its anchor part, each previous issue at most once.
+fn match_previous(old: &[Issue], fresh: &[Issue]) -> Vec<Option<usize>> {
+    let mut matched: Vec<Option<usize>> = vec![None; fresh.len()];
+    let mut used: BTreeSet<usize> = BTreeSet::new();
+    let keys: [fn(&Issue) -> Option<&str>; 3] = [
+        |i| Some(i.fingerprint.as_str()),
+        |i| Some(line_part(&i.fingerprint)),
+        |i| anchor_part(&i.fingerprint),
+    ];
+    for key in keys {
+        let mut by_key: BTreeMap<(&str, &str), usize> = BTreeMap::new();
+        for (index, issue) in old.iter().enumerate() {
+            if used.contains(&index) {
+                continue;
+            }
+            if let Some(k) = key(issue) {
+                by_key.entry((issue.pattern.as_str(), k)).or_insert(index);
+            }
+        }
+        for (slot, issue) in matched.iter_mut().zip(fresh) {
+            if slot.is_some() {
+                continue;
+            }
+            let Some(k) = key(issue) else { continue };
+            if let Some(&index) = by_key.get(&(issue.pattern.as_str(), k))
+                && used.insert(index)
+            {
+                *slot = Some(index);
+            }
+        }
+    }
+    matched
 }
 
 /// The shortest id for `fingerprint` (6 hex digits, then 8, 10, ...) that nothing has taken.

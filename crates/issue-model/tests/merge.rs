@@ -188,3 +188,75 @@ fn a_repeated_fingerprint_is_kept_once() {
     )
     .unwrap_or_else(|e| panic!("the merged file must be valid: {e}"));
 }
+
+/// `issue` with an anchored fingerprint: the line part from `snippet`, the anchor from
+/// `message` and the `occurrence` among equal anchors.
+fn anchored(snippet: &str, line: u32, message: &str, occurrence: usize) -> Issue {
+    let mut i = issue("P_F64", "a.py", snippet, line);
+    message.clone_into(&mut i.message);
+    i.fingerprint = issue_model::anchored_fingerprint(
+        &i.fingerprint,
+        "P_F64",
+        "a.py",
+        i.symbol.as_deref(),
+        message,
+        (0, 13),
+        occurrence,
+    );
+    i
+}
+
+#[test]
+fn an_edit_of_the_line_by_another_fix_keeps_the_id() {
+    let before = anchored("y = x.to(torch.float64); ok = d == \"cuda\"", 4, "f64", 0);
+    let (mut first, _) = merge(None, scan(vec![before]), T0);
+    first.issues[0].status = Status::Skipped;
+    first.issues[0].reason = Some("host cast".to_owned());
+    let id = first.issues[0].id.clone();
+    // The device comparison on the same line was fixed: the line's text changed.
+    let after = anchored(
+        "y = x.to(torch.float64); ok = d in (\"cuda\", \"npu\")",
+        4,
+        "f64",
+        0,
+    );
+    let (second, report) = merge(Some(&first), scan(vec![after.clone()]), T1);
+    assert_eq!(report.kept, vec![id.clone()]);
+    assert!(report.new.is_empty() && report.resolved.is_empty());
+    assert_eq!(second.issues.len(), 1);
+    let kept = find(&second, &id);
+    assert_eq!(kept.status, Status::Skipped);
+    assert_eq!(kept.fingerprint, after.fingerprint);
+    assert_eq!(kept.snippet, after.snippet);
+}
+
+#[test]
+fn a_file_written_before_anchors_keeps_its_ids() {
+    let old = issue("P_F64", "a.py", "y = x.double()", 4);
+    let (first, _) = merge(None, scan(vec![old]), T0);
+    let id = first.issues[0].id.clone();
+    assert_eq!(first.issues[0].fingerprint.len(), 16);
+    let (second, report) = merge(
+        Some(&first),
+        scan(vec![anchored("y = x.double()", 9, "f64", 0)]),
+        T1,
+    );
+    assert_eq!(report.kept, vec![id.clone()]);
+    assert_eq!(find(&second, &id).line, 9);
+}
+
+#[test]
+fn fixing_one_of_two_equal_findings_resolves_that_one() {
+    // Two float64 casts with the same anchor in one function, on different lines.
+    let a = anchored("a = x.to(torch.float64)", 3, "f64", 0);
+    let b = anchored("b = y.to(torch.float64)", 4, "f64", 1);
+    let (first, _) = merge(None, scan(vec![a, b]), T0);
+    let (a_id, b_id) = (first.issues[0].id.clone(), first.issues[1].id.clone());
+    // `a` is fixed: `b` is now the first of its anchor, but its line is unchanged.
+    let b_again = anchored("b = y.to(torch.float64)", 4, "f64", 0);
+    let (second, report) = merge(Some(&first), scan(vec![b_again]), T1);
+    assert_eq!(report.kept, vec![b_id.clone()]);
+    assert_eq!(report.resolved, vec![a_id.clone()]);
+    assert_eq!(find(&second, &a_id).status, Status::Fixed);
+    assert_eq!(find(&second, &b_id).status, Status::Pending);
+}

@@ -570,6 +570,9 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
     findings.dedup();
     let findings = one_per_line(findings);
     let mut occurrences: HashMap<(String, String, Option<String>, String), usize> = HashMap::new();
+    #[allow(clippy::type_complexity, reason = "the parts of one key")]
+    let mut anchors: HashMap<(&str, String, Option<String>, String, (u32, u32)), usize> =
+        HashMap::new();
     let mut taken: BTreeSet<String> = BTreeSet::new();
     let mut issues = Vec::with_capacity(findings.len());
     for f in findings {
@@ -584,9 +587,30 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             normalized,
         );
         let n = occurrences.entry(key).or_insert(0);
-        let fingerprint =
+        let line_fingerprint =
             issue_model::fingerprint(f.rule, &f.file, f.symbol.as_deref(), &f.snippet, *n);
         *n += 1;
+        // The anchor survives edits of the line by other fixes (`issue_model::merge`).
+        let extent = issue_model::extent(f.line, f.column, f.end_line, f.end_column);
+        let m = anchors
+            .entry((
+                f.rule,
+                f.file.clone(),
+                f.symbol.clone(),
+                f.message.clone(),
+                extent,
+            ))
+            .or_insert(0);
+        let fingerprint = issue_model::anchored_fingerprint(
+            &line_fingerprint,
+            f.rule,
+            &f.file,
+            f.symbol.as_deref(),
+            &f.message,
+            extent,
+            *m,
+        );
+        *m += 1;
         let mut len = 6;
         let id = loop {
             let id = issue_model::short_id(f.rule, &fingerprint, len);

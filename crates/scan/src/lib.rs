@@ -392,7 +392,10 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
                     || fix_settings.unsafe_fixes;
                 if allowed
                     && !tried.contains(&issue.fingerprint)
-                    && !fix_settings.skipped.contains(&issue.fingerprint)
+                    && !fix_settings
+                        .skipped
+                        .iter()
+                        .any(|s| issue_model::same_finding(s, &issue.fingerprint))
                 {
                     let missing = held
                         .get(&issue.pattern)

@@ -138,7 +138,7 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
     let stdout = String::from_utf8(fixed.stdout).unwrap();
     assert_eq!(fixed.status.code(), Some(1), "{stdout}");
     assert!(
-        stdout.contains("Applied 8 fixes in 6 files (P_CFG 3, P_DEV 2, P_ENT 3)."),
+        stdout.contains("Applied 5 fixes in 5 files (P_DEV 2, P_ENT 3)."),
         "{stdout}"
     );
     let issues = issue_model::load(&out_dir.path().join("issues.json")).unwrap();
@@ -151,7 +151,8 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
             .collect::<Vec<_>>()
     };
     assert!(pending("P_ENT").is_empty(), "{:?}", pending("P_ENT"));
-    assert!(pending("P_CFG").is_empty(), "{:?}", pending("P_CFG"));
+    // Config rewrites break the CUDA runs that read the same config: unsafe, left for review.
+    assert_eq!(pending("P_CFG").len(), 3, "{:?}", pending("P_CFG"));
     let comparisons: Vec<String> = pending("P_DEV")
         .into_iter()
         .filter(|s| s.contains("==") || s.contains("!="))
@@ -166,7 +167,7 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
                 .is_some_and(|h| h.note.as_deref() == Some("fixed by --fix"))
         })
         .collect();
-    assert_eq!(by_fix.len(), 8);
+    assert_eq!(by_fix.len(), 5);
     assert!(
         by_fix
             .iter()
@@ -205,7 +206,6 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
     assert_eq!(
         changed,
         [
-            "configs/train.yaml",
             "eval.py",
             "tiny_vla/dist_utils.py",
             "tiny_vla/trainer.py",
@@ -277,7 +277,14 @@ fn fix_leaves_skipped_issues_and_a_corrupt_issues_json_stops_it() {
     .unwrap();
     let fixed = npu_scan()
         .arg(dir.path())
-        .args(["--select", "P_CFG", "--fix", "--no-progress", "--output"])
+        .args([
+            "--select",
+            "P_CFG",
+            "--fix",
+            "--unsafe-fixes",
+            "--no-progress",
+            "--output",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
@@ -291,7 +298,14 @@ fn fix_leaves_skipped_issues_and_a_corrupt_issues_json_stops_it() {
     std::fs::write(dir.path().join("train.yaml"), "backend: nccl\n").unwrap();
     let refused = npu_scan()
         .arg(dir.path())
-        .args(["--select", "P_CFG", "--fix", "--no-progress", "--output"])
+        .args([
+            "--select",
+            "P_CFG",
+            "--fix",
+            "--unsafe-fixes",
+            "--no-progress",
+            "--output",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();

@@ -78,9 +78,16 @@ impl Rule for ConfigPinsCuda {
             let finding = cx.report(range, judged.message);
             if let Some(new) = judged.replacement {
                 let content = requote(raw, &new);
-                let message = format!("set `{}` instead of `{}`", unquote(&content), unquote(raw));
+                let message = format!(
+                    "set `{}` instead of `{}`; unsafe: {}",
+                    unquote(&content),
+                    unquote(raw),
+                    judged.cuda_cost
+                );
+                // The config is read by the CUDA runs too, so no rewrite keeps them as they
+                // were: every one of these fixes is unsafe (P_CFG.md, "Fix safety").
                 finding.fix = Some(fix::replacement(
-                    Applicability::Safe,
+                    Applicability::Unsafe,
                     message,
                     range,
                     content,
@@ -127,11 +134,13 @@ fn is_cuda_device(value: &str) -> bool {
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
 }
 
-/// A CUDA-pinning pair: the message, and the value `--fix` sets, where one value is right
-/// on the NPU whatever the project.
+/// A CUDA-pinning pair: the message, and the value `--fix --unsafe-fixes` sets, where one
+/// value is right on the NPU whatever the project, with what it costs the CUDA runs.
 struct Judged {
     message: String,
     replacement: Option<String>,
+    /// What the replacement does to a run of the same config on CUDA.
+    cuda_cost: &'static str,
 }
 
 /// The finding for a CUDA-pinning pair, if it is one.
@@ -140,23 +149,36 @@ fn judge(key: &str, raw_value: &str) -> Option<Judged> {
     let key = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
     let value = unquote(raw_value).to_ascii_lowercase();
     // `accelerator: gpu` and `gpus: N` need a choice of Lightning setup (P_CFG.md): no fix.
-    let replacement = if key == "device" || key.ends_with("_device") {
-        value
-            .strip_prefix("cuda")
-            .map(|index| format!("npu{index}"))
+    let (replacement, cuda_cost) = if key == "device" || key.ends_with("_device") {
+        (
+            value
+                .strip_prefix("cuda")
+                .map(|index| format!("npu{index}")),
+            "a CUDA run of this config then fails, torch has no `npu` device without torch_npu",
+        )
     } else if key == "backend" || key.ends_with("_backend") {
-        Some("hccl".to_owned())
+        (
+            Some("hccl".to_owned()),
+            "a CUDA run of this config then fails, torch.distributed has no `hccl` backend without torch_npu",
+        )
     } else if key.ends_with("attn_implementation") {
-        Some("sdpa".to_owned())
+        (
+            Some("sdpa".to_owned()),
+            "a CUDA run of this config then uses torch's SDPA kernels instead of flash-attn",
+        )
     } else if key == "use_flash_attention_2" {
         let capital = unquote(raw_value).starts_with('T');
-        Some(if capital { "False" } else { "false" }.to_owned())
+        (
+            Some(if capital { "False" } else { "false" }.to_owned()),
+            "a CUDA run of this config then uses torch's SDPA kernels instead of flash-attn",
+        )
     } else {
-        None
+        (None, "")
     };
     Some(Judged {
         message,
         replacement,
+        cuda_cost,
     })
 }
 
@@ -260,6 +282,22 @@ mod tests {
         assert_eq!(fix("gpus", "8"), None);
         assert_eq!(requote("\"cuda:1\"", "npu:1"), "\"npu:1\"");
         assert_eq!(requote("cuda", "npu"), "npu");
+    }
+
+    /// A config is read by the CUDA runs too: `npu:0` or `hccl` there fails, so no rewrite of a
+    /// config value is safe, and each fix says what it costs the CUDA runs.
+    #[test]
+    fn every_config_rewrite_says_what_it_costs_cuda() {
+        for (k, v) in [
+            ("device", "\"cuda:0\""),
+            ("dist_backend", "nccl"),
+            ("attn_implementation", "flash_attention_2"),
+            ("use_flash_attention_2", "true"),
+        ] {
+            let judged = judge(k, v).unwrap();
+            assert!(judged.replacement.is_some(), "{k}");
+            assert!(judged.cuda_cost.starts_with("a CUDA run"), "{k}");
+        }
     }
 
     #[test]

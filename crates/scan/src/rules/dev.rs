@@ -12,6 +12,7 @@ use std::ops::ControlFlow;
 mod comparison;
 mod dispatch;
 mod gate;
+mod selected;
 
 pub struct DeviceAssumption;
 
@@ -110,7 +111,33 @@ impl Rule for DeviceAssumption {
                 }) else {
                     return;
                 };
-                let fix = comparison::fix(cx, cmp, expr);
+                let mut fix = comparison::fix(cx, cmp, expr);
+                let mut message = message;
+                match fix
+                    .as_mut()
+                    .and_then(|_| selected::unmapped_in_selected(cx.semantic(), cmp, expr))
+                {
+                    // Accepting "npu" would send the NPU down a branch it cannot run.
+                    Some(selected::Selected::Unmapped(why)) => {
+                        fix = None;
+                        message = format!(
+                            "{message}; no automatic fix: the branch this comparison selects on \
+                             CUDA uses {why}, so accepting \"npu\" there would fail on the NPU"
+                        );
+                    }
+                    // The NPU would leave its working fallback for a substitute.
+                    Some(selected::Selected::Replaced(why)) => {
+                        if let Some(fix) = fix.as_mut() {
+                            fix.applicability = issue_model::Applicability::Unsafe;
+                            fix.message = format!(
+                                "{}; unsafe: the branch this comparison selects on CUDA uses {why}, \
+                                 so the NPU leaves its fallback for a path not known to run there",
+                                fix.message
+                            );
+                        }
+                    }
+                    None => {}
+                }
                 cx.report(expr.range(), message).fix = fix;
                 return;
             }

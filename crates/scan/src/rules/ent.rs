@@ -118,20 +118,38 @@ impl Rule for EntryWithoutNpu {
                     .push(importer.as_str());
             }
         }
+        // The entry points reported below.
+        let reported: Vec<&crate::project::EntryPoint> = entries
+            .iter()
+            .filter(|entry| {
+                if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
+                    return false;
+                }
+                let imported_by = importers
+                    .get(entry.file.as_str())
+                    .map_or(&[][..], Vec::as_slice);
+                let library = is_library_module(cx, &entry.file, imported_by, &entry_files)
+                    && !main_runs_on_device(cx, &entry.file);
+                !library && runs_on_device(cx, entry)
+            })
+            .collect();
+        // The programs that set up the NPU (already, or by the fix of their issue), with the
+        // files each one imports: an entry another one imports gets its setup only where it
+        // starts the program.
+        let programs: Vec<(&str, BTreeSet<&str>)> = entries
+            .iter()
+            .filter(|e| {
+                (e.sets_up_npu && e.uses_torch && !is_test_or_setup(&e.file))
+                    || reported.iter().any(|r| r.file == e.file)
+            })
+            .map(|e| {
+                let reached: BTreeSet<&str> = project.reachable(&e.file).into_iter().collect();
+                (e.file.as_str(), reached)
+            })
+            .collect();
         // CUDA sites in the related[] of a reported entry point.
         let mut covered: BTreeSet<(String, u32, u32)> = BTreeSet::new();
-        for entry in &entries {
-            if !entry.uses_torch || entry.sets_up_npu || is_test_or_setup(&entry.file) {
-                continue;
-            }
-            let imported_by = importers
-                .get(entry.file.as_str())
-                .map_or(&[][..], Vec::as_slice);
-            let library = is_library_module(cx, &entry.file, imported_by, &entry_files)
-                && !main_runs_on_device(cx, &entry.file);
-            if library || !runs_on_device(cx, entry) {
-                continue;
-            }
+        for entry in reported {
             let mut related: Vec<Related> = Vec::new();
             for file in project.reachable(&entry.file) {
                 for site in cx.notes(file, CUDA_SITE) {
@@ -158,9 +176,16 @@ impl Rule for EntryWithoutNpu {
             let site =
                 decorator_site(cx, entry).unwrap_or_else(|| ProjectChecker::entry_site(entry));
             covered.extend(related.iter().map(|r| (r.file.clone(), r.line, r.column)));
+            let imported_by_entry = programs.iter().any(|(file, reached)| {
+                *file != entry.file && reached.contains(entry.file.as_str())
+            });
+            // Only a main guard says "this file starts the program"; a `fire.Fire(...)` or
+            // `LightningCLI(...)` at module level runs on import too.
+            let only_as_main =
+                imported_by_entry && entry.kinds.contains(&crate::project::EntryKind::MainGuard);
             let fix = project
                 .file(&entry.file)
-                .and_then(|facts| fix::setup_fix(&entry.file, facts));
+                .and_then(|facts| fix::setup_fix(&entry.file, facts, only_as_main));
             let finding = cx.report(&entry.file, &site, message);
             finding.related = related;
             finding.fix = fix;

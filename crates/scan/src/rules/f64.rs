@@ -6,6 +6,7 @@
 
 mod fix;
 mod host;
+mod keep;
 
 use super::{Checker, Rule, RuleInfo};
 use crate::analysis::{self, Function};
@@ -63,8 +64,13 @@ impl Rule for Float64 {
             _ => false,
         };
         if report {
-            let fix = fix::float32_fix(cx, expr);
-            cx.report(expr.range(), MESSAGE).fix = fix;
+            // Where float64 is meant, the finding stands without a fix, and says why.
+            if let Some(why) = keep::reason(cx, expr) {
+                cx.report(expr.range(), format!("{MESSAGE}; no automatic fix: {why}"));
+            } else {
+                let fix = fix::float32_fix(cx, expr);
+                cx.report(expr.range(), MESSAGE).fix = fix;
+            }
         }
     }
 

@@ -79,7 +79,11 @@ impl Rule for CudaOnlyKernel {
         if guarded_with_fallback(sem) || under_availability_check(cx) {
             return;
         }
-        let fix = fix::sdpa_fallback(cx, stmt);
+        // An import already guarded keeps its own error path: a second `try` around it would
+        // catch the ImportError first and leave that path dead.
+        let fix = (!already_guarded(cx))
+            .then(|| fix::sdpa_fallback(cx, stmt))
+            .flatten();
         cx.report(
             stmt.range(),
             format!("`{lib}` ships CUDA kernels only, so this import fails on the NPU; {advice} (see P_FLA.md)"),
@@ -293,6 +297,17 @@ fn under_availability_check(cx: &Checker<'_>) -> bool {
         // `if is_bnb_available(): import ... else: raise ...` has no fallback.
         is_availability_test(cx.slice(i.test.range())) && !raises_first(&i.orelse)
     })
+}
+
+/// The import sits in a `try` that catches `ImportError` (whatever its handler does) or under
+/// an `if` that checks the library's availability (whatever its `else` does).
+fn already_guarded(cx: &Checker<'_>) -> bool {
+    cx.semantic().import_guard().is_some()
+        || cx
+            .semantic()
+            .stmts()
+            .iter()
+            .any(|s| matches!(s, Stmt::If(i) if is_availability_test(cx.slice(i.test.range()))))
 }
 
 /// The branch starts by raising: the library is required, not optional.

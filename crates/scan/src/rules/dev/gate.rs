@@ -219,7 +219,7 @@ fn cuda_only_expr(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
 
 /// A qualified name in a CUDA-only library, or in a module named as CUDA or Triton code
 /// (`pkg.ops.cuda_kernels`, `pkg.triton_ops`) outside torch, whose `torch.cuda` is remapped.
-fn is_cuda_only_name(q: &str) -> bool {
+pub(super) fn is_cuda_only_name(q: &str) -> bool {
     if CUDA_ONLY_LIBRARIES.iter().any(|lib| {
         q == *lib
             || q.strip_prefix(lib)

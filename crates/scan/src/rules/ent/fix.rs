@@ -14,16 +14,19 @@ use issue_model::{Applicability, Fix};
 /// The directory, under the project root, that holds `runtime_patches.py`.
 pub(super) const ASSETS_DIR: &str = "migrate_to_cloudrobo";
 
-/// The fix for the entry file `path` with `facts`, if its setup point is known.
-pub(super) fn setup_fix(path: &str, facts: &FileFacts) -> Option<Fix> {
+/// The fix for the entry file `path` with `facts`, if its setup point is known. With
+/// `only_as_main` (another entry point imports this one) the setup runs only where this file
+/// starts the program (`__name__ == "__main__"`): imported, the importing program has set up
+/// the NPU already, and one import path gets one setup.
+pub(super) fn setup_fix(path: &str, facts: &FileFacts, only_as_main: bool) -> Option<Fix> {
     let point = facts.setup_point.as_ref()?;
     let ups = path.matches('/').count();
     let mut dir = String::from("_npu_os.path.dirname(_npu_os.path.abspath(__file__))");
     for _ in 0..ups {
         dir.push_str(", \"..\"");
     }
-    let content = format!(
-        "{before}\
+    let setup = format!(
+        "\
 try:
     import torch_npu  # noqa: F401  registers the \"npu\" device
     from torch_npu.contrib import transfer_to_npu  # noqa: F401  remaps leftover cuda calls to npu
@@ -37,15 +40,35 @@ if torch_npu is not None:
     from runtime_patches import build_vla_patcher
 
     build_vla_patcher().apply()
-
-",
-        before = point.before,
+"
     );
-    let mut fix = fix::replacement(
-        Applicability::Safe,
+    let content = if only_as_main {
+        let mut gated = String::from(
+            "if __name__ == \"__main__\":  # run as a program (imported, the importing entry sets up the NPU)\n",
+        );
+        for line in setup.lines() {
+            if !line.is_empty() {
+                gated.push_str("    ");
+            }
+            gated.push_str(line);
+            gated.push('\n');
+        }
+        format!("{}{gated}\n", point.before)
+    } else {
+        format!("{}{setup}\n", point.before)
+    };
+    let message = if only_as_main {
+        format!(
+            "insert the NPU setup (torch_npu, transfer_to_npu, the runtime patcher from {ASSETS_DIR}/) before the first import of torch, run only when this file starts the program: another entry point imports it"
+        )
+    } else {
         format!(
             "insert the NPU setup (torch_npu, transfer_to_npu, the runtime patcher from {ASSETS_DIR}/) before the first import of torch"
-        ),
+        )
+    };
+    let mut fix = fix::replacement(
+        Applicability::Safe,
+        message,
         TextRange::empty(TextSize::new(point.offset)),
         content,
     );
