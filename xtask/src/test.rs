@@ -119,14 +119,20 @@ pub fn run(args: &Args) -> Result<()> {
     // With its tarball: the bundle-only end-to-end test starts from the unpacked archive.
     let bundle = crate::dist::run(&crate::dist::Args {
         debug: true,
-        no_archive: false,
+        ..crate::dist::Args::default()
     });
     steps.step("cargo xtask dist", bundle.is_ok(), t);
-    let bundle_dir = match &bundle {
-        Ok(dir) => dir.display().to_string(),
+    let (bundle_dir, bundle_archive) = match &bundle {
+        Ok(b) => (
+            b.dir.display().to_string(),
+            b.archive
+                .as_ref()
+                .map(|a| a.display().to_string())
+                .unwrap_or_default(),
+        ),
         Err(e) => {
             eprintln!("xtask: error: {e:#}");
-            String::new()
+            (String::new(), String::new())
         }
     };
 
@@ -142,6 +148,7 @@ pub fn run(args: &Args) -> Result<()> {
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_BUNDLE", &bundle_dir)
+        .env("NPU_PATCHER_BUNDLE_ARCHIVE", &bundle_archive)
         .env("NPU_PATCHER_TARGET", root.join("target"))
         .env("NPU_PATCHER_MATRIX_RESULTS", &default_record)
         .unchecked()
