@@ -112,8 +112,8 @@ pub fn run(args: &Args) -> Result<Bundle> {
         build.push("-p".into());
         build.push(package.into());
     }
-    let built = duct::cmd(&cargo, &build).dir(&root).unchecked().run()?;
-    if !built.status.success() {
+    let status = duct::cmd(&cargo, &build).dir(&root).unchecked().run()?;
+    if !status.status.success() {
         if target == host {
             bail!("building the binaries failed (cargo's messages are above)");
         }
@@ -247,20 +247,27 @@ fn check_target_installed(triple: &str) -> Result<()> {
         );
     }
     let libdir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
-    let has_std = fs::read_dir(&libdir).is_ok_and(|entries| {
+    match std_missing(triple, &libdir) {
+        Some(problem) => bail!("{problem}"),
+        None => Ok(()),
+    }
+}
+
+/// Why `libdir` (rustc's target-libdir for `triple`) cannot build for `triple`, or None.
+fn std_missing(triple: &str, libdir: &Path) -> Option<String> {
+    let has_std = fs::read_dir(libdir).is_ok_and(|entries| {
         entries
             .flatten()
             .any(|e| e.file_name().to_string_lossy().starts_with("libstd-"))
     });
-    if !has_std {
-        bail!(
+    (!has_std).then(|| {
+        format!(
             "this toolchain has no standard library for {triple} ({} is empty or missing): \
              run `rustup target add {triple}`, or build on a {triple} machine from the unpacked \
              tarball with `bash build.sh`",
             libdir.display()
-        );
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Where a bundle file comes from.
@@ -821,6 +828,94 @@ mod tests {
                 "source/ should not ship {file}"
             );
         }
+    }
+
+    #[test]
+    fn a_target_without_its_standard_library_names_rustup_target_add() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let problem = std_missing("aarch64-unknown-linux-gnu", &dir.path().join("lib"))
+            .unwrap_or_else(|| panic!("a missing libdir passed"));
+        assert!(
+            problem.contains("run `rustup target add aarch64-unknown-linux-gnu`"),
+            "{problem}"
+        );
+        fs::write(dir.path().join("libstd-0123abcd.rlib"), "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(std_missing("aarch64-unknown-linux-gnu", dir.path()), None);
+    }
+
+    /// `python scripts/build.py` in a bundle with a manifest, a lock and `vendor/`, with `PATH`
+    /// limited to the system folders and `CARGO` set to `cargo` (or unset): (exit code, stderr).
+    fn build_with(cargo: Option<&str>) -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let root = dir.path();
+        write(&root.join("scripts/build.py"), &build_py()).unwrap_or_else(|e| panic!("{e:#}"));
+        write(&root.join("scripts/bundle_check.py"), BUNDLE_CHECK)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        write(
+            &root.join("source/Cargo.toml"),
+            "[workspace.package]\nrust-version = \"1.95\"\n",
+        )
+        .unwrap_or_else(|e| panic!("{e:#}"));
+        write(&root.join("source/Cargo.lock"), "").unwrap_or_else(|e| panic!("{e:#}"));
+        fs::create_dir_all(root.join("source/vendor")).unwrap_or_else(|e| panic!("{e}"));
+        let python = std::env::var("NPU_PATCHER_PYTHON").unwrap_or_else(|_| "python3".to_owned());
+        let python = which(&python);
+        let mut cmd = std::process::Command::new(&python);
+        cmd.arg(root.join("scripts/build.py"))
+            .env_clear()
+            .env("PATH", "/nonexistent")
+            .env("HOME", root);
+        if let Some(cargo) = cargo {
+            let fake = root.join("fake-cargo");
+            write(
+                &fake,
+                &format!("#!/bin/sh\necho '{cargo} (abc 2024-01-01)'\n"),
+            )
+            .unwrap_or_else(|e| panic!("{e:#}"));
+            make_executable(&fake).unwrap_or_else(|e| panic!("{e:#}"));
+            cmd.env("CARGO", &fake).env("RUSTC", &fake);
+        }
+        let out = cmd
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    }
+
+    /// The interpreter itself (`sys.executable`), not a shim that needs `PATH`.
+    fn which(python: &str) -> PathBuf {
+        let out = std::process::Command::new(python)
+            .args(["-c", "import sys; print(sys.executable)"])
+            .output()
+            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
+        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
+    }
+
+    #[test]
+    fn the_build_step_without_cargo_names_the_rust_version_and_rustup() {
+        let (code, stderr) = build_with(None);
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.starts_with(
+                "build.sh: error: cargo is not installed (the build needs Rust 1.95 or newer); install Rust 1.95 or newer with rustup"
+            ),
+            "{stderr}"
+        );
+    }
+
+    #[test]
+    fn the_build_step_with_an_old_cargo_names_both_versions() {
+        let (code, stderr) = build_with(Some("cargo 1.80.1"));
+        assert_eq!(code, Some(1), "{stderr}");
+        assert!(
+            stderr.contains(
+                "fake-cargo is version 1.80.1 and the build needs 1.95 or newer; install Rust 1.95"
+            ),
+            "{stderr}"
+        );
+        assert_eq!(stderr.lines().count(), 1, "{stderr}");
     }
 
     #[test]

@@ -8,8 +8,9 @@ machine's cargo and no network. It runs
     cargo build --release --offline --locked -p <each tool> --target-dir <dir>
 
 in `source/`, then copies the five binaries into `bin/` (each replaced in one rename) and writes
-the host's target triple to `bin/TARGET.txt`. Usage: `bash build.sh [--jobs N] [--target-dir DIR]`
-(default target dir: `source/target`, or `$CARGO_TARGET_DIR`). Python 3.8+.
+the host's target triple to `bin/TARGET.txt`. Usage: `bash build.sh [--jobs N] [--target-dir DIR]`.
+The default target dir, `source/target` (about 1 GB of intermediate files), is removed after a
+successful build; one given by `--target-dir` or `$CARGO_TARGET_DIR` is kept. Python 3.8+.
 """
 
 import argparse
@@ -109,7 +110,8 @@ def write_text(path, text):
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="build.sh", description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", "-j", type=int, help="parallel rustc jobs (cargo's default: one per CPU)")
-    parser.add_argument("--target-dir", help="cargo's target dir (default: $CARGO_TARGET_DIR or source/target)")
+    parser.add_argument("--target-dir", help="cargo's target dir, kept after the build "
+                        "(default: $CARGO_TARGET_DIR, or source/target, removed after a successful build)")
     args = parser.parse_args(argv)
 
     if not os.path.isfile(os.path.join(SOURCE, "Cargo.lock")) or not os.path.isdir(os.path.join(SOURCE, "vendor")):
@@ -129,8 +131,8 @@ def main(argv=None):
         if have[:len(wanted)] < wanted:
             return fail("%s is version %s and the build needs %s or newer; %s"
                         % (tool, ".".join(map(str, have)), need, hint))
-    target_dir = os.path.abspath(args.target_dir or os.environ.get("CARGO_TARGET_DIR")
-                                 or os.path.join(SOURCE, "target"))
+    chosen = args.target_dir or os.environ.get("CARGO_TARGET_DIR")
+    target_dir = os.path.abspath(chosen or os.path.join(SOURCE, "target"))
     command = [cargo, "build", "--release", "--offline", "--locked", "--target-dir", target_dir]
     for package, _ in BINARIES:
         command += ["-p", package]
@@ -151,12 +153,17 @@ def main(argv=None):
             return fail("cargo reported success but %s is missing" % built)
         install(built, name)
     triple = host_triple(rustc)
+    target_file = os.path.join(BIN, "TARGET.txt")
     if triple:
-        write_text(os.path.join(BIN, "TARGET.txt"), triple + "\n")
+        write_text(target_file, triple + "\n")
+    elif os.path.exists(target_file):
+        os.remove(target_file)
     for _, name in BINARIES:
         why = bundle_check.misfit(os.path.join(BIN, name))
         if why:
             return fail("the new %s still does not fit this machine: %s" % (name, why))
+    if not chosen:
+        shutil.rmtree(target_dir, ignore_errors=True)
     sys.stderr.write("build.sh: built %s into %s for %s in %.0fs\n" % (
         ", ".join(name for _, name in BINARIES), BIN, triple or "this machine", time.time() - started))
     return 0
