@@ -263,7 +263,7 @@ fn std_missing(triple: &str, libdir: &Path) -> Option<String> {
     (!has_std).then(|| {
         format!(
             "this toolchain has no standard library for {triple} ({} is empty or missing): \
-             run `rustup target add {triple}`, or build on a {triple} machine from the unpacked \
+             run `rustup target add {triple}`, or build on the {triple} machine itself from the unpacked \
              tarball with `bash build.sh`",
             libdir.display()
         )
