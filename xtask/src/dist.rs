@@ -214,6 +214,12 @@ pub fn run(args: &Args) -> Result<Bundle> {
     Ok(bundle)
 }
 
+/// Unpack `archive`, remove `bin/`, rebuild it offline with an empty `CARGO_HOME` and scan the
+/// demo with it ([`offline`]).
+pub fn check_offline_build(archive: &Path) -> Result<()> {
+    offline::check(&crate::project_root(), archive, &host_triple()?)
+}
+
 fn megabytes(bytes: u64) -> String {
     #[allow(clippy::cast_precision_loss, reason = "a size shown to one decimal")]
     let mb = bytes as f64 / 1e6;
