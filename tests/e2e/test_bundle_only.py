@@ -1,6 +1,6 @@
 """The port on a machine without an NPU, from nothing but the unpacked release tarball and a CPU-torch Python.
 
-No checkout is used: the tarball beside NPU_PATCHER_BUNDLE is unpacked into a temporary folder, the demo project is
+No checkout is used: the tarball NPU_PATCHER_BUNDLE_ARCHIVE names is unpacked into a temporary folder, the demo project is
 taken from the bundle's own `bin/npu-assets extract`, and every command runs with a clean environment (the Python's
 bin/ and the system folders on PATH, no PYTHONPATH, no cargo variables, cwd outside the checkout). The steps follow
 SKILL.md with its "Pre-flight Without an NPU" section: init --emulator -> scan -> fixes -> check-complete -> verify
@@ -27,10 +27,10 @@ SKIP_REASON = "the launcher passes the device on the command line"
 
 
 def _archive() -> Path:
-    value = os.environ.get("NPU_PATCHER_BUNDLE", "")
+    value = os.environ.get("NPU_PATCHER_BUNDLE_ARCHIVE", "")
     if not value:
-        pytest.fail("NPU_PATCHER_BUNDLE is not set: run the end-to-end tests through `cargo xtask test`")
-    archive = Path(value).with_name(Path(value).name + ".tar.gz")
+        pytest.fail("NPU_PATCHER_BUNDLE_ARCHIVE is not set: run the end-to-end tests through `cargo xtask test`")
+    archive = Path(value)
     if not archive.is_file():
         pytest.fail(f"{archive} is missing: build the bundle with its tarball (`cargo xtask dist --debug`)")
     return archive
@@ -96,6 +96,20 @@ def test_1_the_bundle_ships_the_emulator_and_the_cited_facts(m: Machine) -> None
         assert (m.skill / rel).is_file(), f"the bundle lacks {rel}"
     skill = (m.skill / "SKILL.md").read_text()
     assert "Pre-flight Without an NPU" in skill and "NPU_PATCHER_EMULATE=1" in skill
+
+
+def test_1b_the_bundle_can_rebuild_its_binaries_offline(m: Machine) -> None:
+    """build.sh, the workspace sources and every vendored crate are in the tarball; tests are not."""
+    triple = (m.skill / "bin" / "TARGET.txt").read_text().strip()
+    assert _archive().name == f"{m.skill.name}-{triple}.tar.gz"
+    for rel in ("build.sh", "scripts/build.py", "scripts/bundle_check.py", "source/Cargo.lock",
+                "source/.cargo/config.toml", "source/crates/scan/src/main.rs", "source/assets/SKILL.md"):
+        assert (m.skill / rel).is_file(), f"the bundle lacks {rel}"
+    assert 'directory = "vendor"' in (m.skill / "source/.cargo/config.toml").read_text()
+    vendored = {p.name for p in (m.skill / "source" / "vendor").iterdir()}
+    assert any(name.startswith("rustpython-parser-") for name in vendored), vendored
+    assert not list((m.skill / "source" / "crates").glob("*/tests")), "crate tests are shipped"
+    assert not (m.skill / "source" / "corpus").exists()
 
 
 def test_2_init_with_the_emulator(m: Machine) -> None:

@@ -2,7 +2,8 @@
 //!
 //! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
 //! (`cargo xtask torch-npu`), the cargo tests, the scanner
-//! on the real-code corpus (`accuracy --corpus`), the release bundle, pytest over `tests/`, then
+//! on the real-code corpus (`accuracy --corpus`), the release bundle (with `--offline-build`, then its
+//! offline rebuild: [`crate::dist::check_offline_build`]), pytest over `tests/`, then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
 //! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
 //! check. Every step runs even when an earlier one fails, so one run shows everything that is
@@ -24,6 +25,10 @@ pub struct Args {
     /// Skip the torch matrix.
     #[arg(long)]
     no_matrix: bool,
+    /// Also check that the release tarball rebuilds `bin/` offline (`cargo xtask dist
+    /// --check-offline-build`: a release build from the vendored sources, minutes).
+    #[arg(long)]
+    offline_build: bool,
     /// Extra arguments passed to pytest (e.g. `-k float64`).
     #[arg(last = true)]
     #[allow(clippy::struct_field_names, reason = "the CLI's own name for them")]
@@ -119,16 +124,37 @@ pub fn run(args: &Args) -> Result<()> {
     // With its tarball: the bundle-only end-to-end test starts from the unpacked archive.
     let bundle = crate::dist::run(&crate::dist::Args {
         debug: true,
-        no_archive: false,
+        ..crate::dist::Args::default()
     });
     steps.step("cargo xtask dist", bundle.is_ok(), t);
-    let bundle_dir = match &bundle {
-        Ok(dir) => dir.display().to_string(),
+    let (bundle_dir, bundle_archive) = match &bundle {
+        Ok(b) => (
+            b.dir.display().to_string(),
+            b.archive
+                .as_ref()
+                .map(|a| a.display().to_string())
+                .unwrap_or_default(),
+        ),
         Err(e) => {
             eprintln!("xtask: error: {e:#}");
-            String::new()
+            (String::new(), String::new())
         }
     };
+
+    if args.offline_build {
+        let t = Instant::now();
+        let checked = match &bundle {
+            Ok(b) => match &b.archive {
+                Some(archive) => crate::dist::check_offline_build(archive),
+                None => Err(anyhow::anyhow!("the bundle has no tarball")),
+            },
+            Err(_) => Err(anyhow::anyhow!("no bundle was built")),
+        };
+        if let Err(e) = &checked {
+            eprintln!("xtask: error: {e:#}");
+        }
+        steps.step("offline build from the tarball", checked.is_ok(), t);
+    }
 
     let t = Instant::now();
     let default_record = std::env::temp_dir().join("npu-patcher-matrix-default.json");
@@ -142,6 +168,7 @@ pub fn run(args: &Args) -> Result<()> {
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_BUNDLE", &bundle_dir)
+        .env("NPU_PATCHER_BUNDLE_ARCHIVE", &bundle_archive)
         .env("NPU_PATCHER_TARGET", root.join("target"))
         .env("NPU_PATCHER_MATRIX_RESULTS", &default_record)
         .unchecked()
