@@ -197,16 +197,21 @@ class device:
     """Context manager making ``device`` the current device, and the previous one current again on exit."""
 
     def __init__(self, device: Any) -> None:
-        self.idx = _index(device)
+        # As torch.cuda.device and torch_npu's: None or a negative index selects nothing (a no-op context).
+        none = device is None or (isinstance(device, int) and not isinstance(device, bool) and device < 0)
+        self.idx = -1 if none else _index(device)
         self.prev_idx = self.idx
 
     def __enter__(self) -> device:
+        if self.idx == -1:
+            return self
         self.prev_idx = _devices.current()
         _devices.set_current(self.idx)
         return self
 
     def __exit__(self, *exc: object) -> None:
-        _devices.set_current(self.prev_idx)
+        if self.idx != -1:
+            _devices.set_current(self.prev_idx)
 
 
 class Stream:

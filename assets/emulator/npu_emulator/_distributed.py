@@ -87,6 +87,9 @@ def _create(opts: Any, pg_options: Any) -> Any:
     # gloo with the host tensors the device tensors unwrap to; the group's name lives on its backend.
     gloo_type = dist.ProcessGroup.BackendType.GLOO
     group._register_backend(torch.device("cpu"), gloo_type, gloo)
+    # A group made for a device (`init_process_group(device_id=npu:N)`, eager init) looks its backend up by the
+    # device's type: the npu's is the same gloo.
+    group._register_backend(torch.device("npu"), gloo_type, gloo)
     group._set_default_backend(gloo_type)
     return group
 
