@@ -205,5 +205,7 @@ def test_8_summary(m: Machine) -> None:
     assert "written while a training or verify run was going (its outputs): " in summary
     assert "`outputs/e2e/policy.pt`" in summary
     ignored = summary.split("what `.gitignore` leaves out: ")[1].split("\n")[0]
-    assert ignored == "`migrate_to_cloudrobo/emulator/`.", ignored
+    assert ignored == (
+        "`migrate_to_cloudrobo/emulator/`, `migrate_to_cloudrobo/logs/`, `migrate_to_cloudrobo/verify-report.json`."
+    ), ignored
     assert not (m.project / "issues.json.lock").exists() and not (m.work / "issues.json.lock").exists()

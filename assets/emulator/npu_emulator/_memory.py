@@ -131,10 +131,10 @@ def caching_allocator_delete(mem_ptr: int) -> None:
         raise EmulatedNPUError(msg)
 
 
-def can_device_access_peer(device: Any, peer_device: Any) -> bool:
-    """Every emulated device is host memory: each reaches every other one."""
-    _index(device)
-    _index(peer_device)
+def can_device_access_peer(device_id: Any, peer_device_id: Any) -> bool:
+    """Every emulated device is host memory: each reaches every other one (torch_npu's parameter names)."""
+    _index(device_id)
+    _index(peer_device_id)
     return True
 
 
@@ -165,8 +165,8 @@ def set_stream(stream: Any) -> None:
 class StreamContext:
     """``torch.npu.stream(s)``: ``s`` is the current stream of its device inside the block (None: no-op)."""
 
-    def __init__(self, stream: Any) -> None:
-        self.stream = stream
+    def __init__(self, stream_ctx: Any) -> None:  # torch_npu's parameter name
+        self.stream = stream_ctx
         self.src_prev_stream: Any = None
         self.dst_prev_stream: Any = None
 
