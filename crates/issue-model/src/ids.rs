@@ -19,19 +19,23 @@ pub fn fingerprint(
     snippet: &str,
     occurrence: usize,
 ) -> String {
-    let mut hasher = Sha256::new();
-    for part in [
+    hash_parts(&[
         pattern,
         file,
         symbol.unwrap_or(""),
         &normalize_snippet(snippet),
         &occurrence.to_string(),
-    ] {
+    ])
+}
+
+/// 16 hex digits of the SHA-256 of `parts`, each ended by a NUL byte.
+fn hash_parts(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
         hasher.update(part.as_bytes());
         hasher.update([0u8]);
     }
-    let digest = hasher.finalize();
-    hex(&digest[..8])
+    hex(&hasher.finalize()[..8])
 }
 
 /// Hex digits of the line part of a fingerprint; what follows is the anchor part.
@@ -56,20 +60,15 @@ pub fn anchored_fingerprint(
     extent: (u32, u32),
     occurrence: usize,
 ) -> String {
-    let mut hasher = Sha256::new();
-    for part in [
+    let anchor = hash_parts(&[
         pattern,
         file,
         symbol.unwrap_or(""),
         message,
         &format!("{}:{}", extent.0, extent.1),
         &occurrence.to_string(),
-    ] {
-        hasher.update(part.as_bytes());
-        hasher.update([0u8]);
-    }
-    let digest = hasher.finalize();
-    format!("{line_fingerprint}{}", hex(&digest[..8]))
+    ]);
+    format!("{line_fingerprint}{anchor}")
 }
 
 /// The extent of a range for [`anchored_fingerprint`]: `(0, width)` on one line, else

@@ -162,19 +162,6 @@ def _jit_script_method(fn: Any) -> Any:
     return fn
 
 
-def _patch_autocast(function: Callable[..., Any]) -> Callable[..., Any]:
-    """``torch.is_autocast_enabled`` / ``set_autocast_enabled`` with a ``"cuda"`` device type as npu."""
-
-    @functools.wraps(function)
-    def autocast(*args: Any, **kwargs: Any) -> Any:
-        args = tuple(to_npu(a) for a in args)
-        if "device_type" in kwargs:
-            kwargs["device_type"] = to_npu(kwargs["device_type"])
-        return function(*args, **kwargs)
-
-    return autocast
-
-
 def _cpp_extension() -> types.ModuleType | None:
     """``torch.utils.cpp_extension`` with its device-taking functions wrapped (the module is imported lazily)."""
     try:
@@ -200,8 +187,9 @@ def _namespace() -> dict[str, Any]:
         "_patch_has_triton": lambda *args, **kwargs: False,
         "_get_npu_type": lambda *args, **kwargs: "npu",
         "_patch_get_available_device_type": lambda *args, **kwargs: "npu",
-        "_patch_is_autocast_enabled": _patch_autocast,
-        "_patch_set_autocast_enabled": _patch_autocast,
+        # They take a "cuda" device type as npu: what _wrapper_cuda does with every device argument.
+        "_patch_is_autocast_enabled": _wrapper_cuda,
+        "_patch_set_autocast_enabled": _wrapper_cuda,
         "cpp_extension": _cpp_extension(),
     }
 
