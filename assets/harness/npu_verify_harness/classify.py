@@ -45,13 +45,19 @@ NPU_SETUP = (
 )
 
 
+def in_project(path, project_root):
+    """Whether ``path`` is the project's own code (under its root, not in migrate_to_cloudrobo/)."""
+    path = os.path.abspath(path)
+    return path.startswith(os.path.abspath(project_root) + os.sep) and (
+        os.sep + "migrate_to_cloudrobo" + os.sep not in path)
+
+
 def user_frame(tb, project_root):
     """The innermost traceback frame inside the project (not the harness, not migrate_to_cloudrobo/)."""
     found = None
-    root = os.path.abspath(project_root) + os.sep
     for frame, line in traceback.walk_tb(tb):
-        path = os.path.abspath(frame.f_code.co_filename)
-        if path.startswith(root) and os.sep + "migrate_to_cloudrobo" + os.sep not in path:
+        if in_project(frame.f_code.co_filename, project_root):
+            path = os.path.abspath(frame.f_code.co_filename)
             found = (os.path.relpath(path, project_root).replace(os.sep, "/"), line, frame.f_code.co_name)
     return found
 

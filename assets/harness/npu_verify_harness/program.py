@@ -15,7 +15,7 @@ import time
 import traceback
 import weakref
 
-from .classify import classify
+from .classify import classify, in_project
 from .launch import run as launch_run
 from .observe import HarnessStop, Observer, describe_batch
 from .patcher import PatcherWatch
@@ -483,11 +483,10 @@ class DataWatch:
 
     def caller_site(self):
         """``file:line`` of the innermost project frame that is building a DataLoader, else None."""
-        root = os.path.abspath(self.root) + os.sep
         frame = sys._getframe(2)
         while frame is not None:
-            path = os.path.abspath(frame.f_code.co_filename)
-            if path.startswith(root) and os.sep + "migrate_to_cloudrobo" + os.sep not in path:
+            if in_project(frame.f_code.co_filename, self.root):
+                path = os.path.abspath(frame.f_code.co_filename)
                 return "{}:{}".format(os.path.relpath(path, self.root).replace(os.sep, "/"), frame.f_lineno)
             frame = frame.f_back
         return None
