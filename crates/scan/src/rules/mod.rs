@@ -45,6 +45,7 @@ mod ent;
 mod f64;
 mod fla;
 mod ltm;
+mod net;
 mod rnd;
 mod syn;
 mod tgt;
@@ -58,6 +59,7 @@ pub static REGISTRY: &[&RuleInfo] = &[
     &f64::RULE,
     &fla::RULE,
     &ltm::RULE,
+    &net::RULE,
     &rnd::RULE,
     &syn::RULE,
     &tgt::RULE,
