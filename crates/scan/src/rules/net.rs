@@ -2,8 +2,8 @@
 //! reaches.
 //!
 //! Finds torchvision/timm constructors with `pretrained=True` or a `weights=` enum,
-//! `from_pretrained("<org>/<name>")` of a Hugging Face hub id, `torch.hub.load` and its URL
-//! loaders, `hf_hub_download`/`snapshot_download`, and `urlopen`/`urlretrieve`/`requests.get`,
+//! `from_pretrained("<org>/<name>")` of a Hugging Face hub id, a weights enum's
+//! `get_state_dict(progress=…)`, `torch.hub.load` and its URL loaders, `hf_hub_download`/`snapshot_download`, and `urlopen`/`urlretrieve`/`requests.get`,
 //! `wget`/`gdown` downloads of model files. Each call is noted per file; the project hook reports
 //! the ones in files an entry point using torch reaches through imports. Not reported: calls
 //! with `local_files_only=`, calls under an `if` that checks a local path or an offline flag,
@@ -149,6 +149,15 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
         let id = literal_or_default(cx, id)?;
         return is_hub_id(&id)
             .then(|| format!("`from_pretrained(\"{id}\")` downloads the hub model"));
+    }
+    // A torchvision weights enum member fetching its file: `weights.get_state_dict(progress=…)`.
+    if let Expr::Attribute(attr) = call.func.as_ref()
+        && attr.attr.as_str() == "get_state_dict"
+        && (has_keyword(call, "progress") || has_keyword(call, "check_hash"))
+    {
+        return Some(
+            "`get_state_dict` of a torchvision weights enum downloads its weights".to_owned(),
+        );
     }
     if FETCHERS.contains(&qualified.as_str()) {
         if qualified == "torch.hub.load"
