@@ -10,6 +10,7 @@
 //! local paths and values from a config, and tests, docs and download/preparation scripts.
 
 use super::{Checker, ProjectChecker, Rule, RuleInfo};
+use crate::facts::EntryKind;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 use std::collections::BTreeSet;
@@ -111,12 +112,32 @@ impl Rule for RuntimeDownload {
 
     fn project(&self, cx: &mut ProjectChecker<'_>) {
         let project = cx.project();
-        let reached: BTreeSet<&str> = project
+        let entries: Vec<_> = project
             .entry_points()
-            .iter()
+            .into_iter()
             .filter(|e| e.uses_torch && !skipped_file(&e.file))
+            .collect();
+        let mut reached: BTreeSet<&str> = entries
+            .iter()
             .flat_map(|e| project.reachable(&e.file))
             .collect();
+        // A Hydra entry builds its objects from `_target_` strings in its configs, which imports
+        // do not show: every module of the project that is no entry point of its own may be one.
+        if entries.iter().any(|e| e.kinds.contains(&EntryKind::Hydra)) {
+            let own_entries: BTreeSet<&str> = project
+                .files()
+                .iter()
+                .filter(|(_, facts)| !facts.entry_markers.is_empty())
+                .map(|(path, _)| path.as_str())
+                .collect();
+            reached.extend(
+                project
+                    .files()
+                    .keys()
+                    .map(String::as_str)
+                    .filter(|f| !own_entries.contains(f)),
+            );
+        }
         for file in reached {
             for site in cx.notes(file, DOWNLOAD) {
                 let message = format!(
@@ -360,6 +381,48 @@ mod tests {
         for path in ["train.py", "models/backbone.py", "scripts/train.py"] {
             assert!(!skipped_file(path), "{path}");
         }
+    }
+
+    /// The `P_NET` findings of a project written from `(path, text)` pairs, as `file:line`.
+    fn scan_project(files: &[(&str, &str)]) -> Vec<String> {
+        let dir = tempfile::tempdir().unwrap();
+        for (path, text) in files {
+            let path = dir.path().join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        }
+        let settings = crate::Settings {
+            select: vec!["P_NET".to_owned()],
+            threads: 1,
+            ..crate::Settings::default()
+        };
+        let result = crate::scan(dir.path(), &settings).unwrap();
+        result
+            .issues
+            .iter()
+            .map(|i| format!("{}:{}", i.file, i.line))
+            .collect()
+    }
+
+    const ENCODER: &str = "from transformers import AutoModel\n\n\
+        def build():\n    return AutoModel.from_pretrained(\"org/encoder\")\n";
+
+    #[test]
+    fn a_hydra_entry_reaches_the_modules_its_configs_name() {
+        let hydra_main = "import hydra\nimport torch\n\n\
+            @hydra.main(config_path=\"conf\", config_name=\"train\")\n\
+            def main(cfg):\n    model = hydra.utils.instantiate(cfg.model)\n    torch.save(model, \"m.pt\")\n\n\
+            if __name__ == \"__main__\":\n    main()\n";
+        let found = scan_project(&[("train.py", hydra_main), ("models/encoder.py", ENCODER)]);
+        assert_eq!(found, ["models/encoder.py:4"]);
+    }
+
+    #[test]
+    fn a_module_no_entry_imports_is_not_reported() {
+        let plain_main =
+            "import torch\n\nif __name__ == \"__main__\":\n    torch.save({}, \"m.pt\")\n";
+        let found = scan_project(&[("train.py", plain_main), ("models/encoder.py", ENCODER)]);
+        assert!(found.is_empty(), "{found:?}");
     }
 
     #[test]
