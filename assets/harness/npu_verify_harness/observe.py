@@ -52,6 +52,9 @@ class Observer:
         self._undo = []
         self._mode = None
         self._in_backward = False
+        self.backward_site = None  # the line of the backward() call in progress
+        self.busy = False  # the harness's own tensor ops run (reading the loss): not the program's
+        self.profile = None  # the step profile (profile.StepProfile), told about each optimizer step
 
     # -- optimizer steps ---------------------------------------------------------------------------
     def _step_hook(self, optimizer, args, kwargs):
@@ -65,9 +68,15 @@ class Observer:
         self.step_times.append(now - (self._last if self._last is not None else self.started))
         self._last = now
         self.steps += 1
+        if self.profile is not None:
+            self.profile.step_done()
         self.optimizer = optimizer
         if self.params is None:
-            self.params = self._describe_params(optimizer)
+            self.busy = True
+            try:
+                self.params = self._describe_params(optimizer)
+            finally:
+                self.busy = False
         if self.want_steps is not None and self.steps >= self.want_steps:
             raise HarnessStop("{} optimizer steps done".format(self.steps))
 
@@ -93,6 +102,13 @@ class Observer:
 
     # -- the loss: the tensor backward() is called on -----------------------------------------------
     def _record_loss(self, tensor):
+        self.busy = True
+        try:
+            self._read_loss(tensor)
+        finally:
+            self.busy = False
+
+    def _read_loss(self, tensor):
         entry = {"step": self.steps + 1, "dtype": str(tensor.dtype).replace("torch.", ""), "device": str(tensor.device)}
         try:
             value = tensor.detach()
@@ -140,10 +156,12 @@ class Observer:
                 return original_backward(self, *args, **kwargs)
             observer._record_loss(self)
             observer._in_backward = True
+            observer.backward_site = observer.losses[-1].get("site") if observer.losses else None
             try:
                 return original_backward(self, *args, **kwargs)
             finally:
                 observer._in_backward = False
+                observer.backward_site = None
 
         backward.__wrapped__ = original_backward
         torch.Tensor.backward = backward
