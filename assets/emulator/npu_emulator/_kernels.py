@@ -165,14 +165,24 @@ def _has_cpu(func: Any) -> bool:
         return False
 
 
-def _out_variants(key: str) -> list[str]:
-    """The ``out=`` overloads a structured op's functional or in-place form runs through: ``lgamma`` and
-    ``lgamma_`` -> ``lgamma.out``, ``add.Tensor`` -> ``add.out``, ``pow.Tensor_Scalar`` -> ``pow.Tensor_Scalar_out``."""
-    base, _, overload = key.partition(".")
-    base = base[:-1] if base.endswith("_") and not base.endswith("__") else base
-    found = ["{}.out".format(base)]
-    if overload:
-        found.append("{}.{}_out".format(base, overload))
+def out_variants(func: Any) -> list[str]:
+    """The ``out=`` overloads (``name.overload``) a structured op's functional or in-place form runs through:
+    those of the same base name whose inputs are its inputs plus ``out`` arguments (``lgamma`` and ``lgamma_`` ->
+    ``lgamma.out``, ``add.Tensor`` -> ``add.out``, ``softplus_backward`` -> ``softplus_backward.grad_input``)."""
+    key = op_key(func) or ""
+    base = key.partition(".")[0]
+    if base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return []
+    inputs = [a.name for a in func._schema.arguments]
+    found = []
+    for overload in packet.overloads():
+        schema = getattr(packet, overload)._schema
+        args = schema.arguments
+        if any(a.is_out for a in args) and [a.name for a in args if not a.is_out] == inputs:
+            found.append(base if overload == "default" else "{}.{}".format(base, overload))
     return found
 
 
@@ -205,9 +215,9 @@ def verdict(func: Any) -> tuple[str, str] | None:
                     # A decomposition, not the wrapper of a structured op: it calls other ops.
                     runs = None
                 elif "CompositeExplicitAutogradNonFunctional" in composites:
-                    outs = _out_variants(key)
+                    outs = out_variants(func)
                     present = [o for o in outs if o in kernels]
-                    runs = present[0] if present else outs[-1] if "." in key else outs[0]
+                    runs = present[0] if present else outs[0] if outs else key
                 if runs is None:
                     pass
                 elif runs not in kernels:

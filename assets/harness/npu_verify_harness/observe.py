@@ -37,7 +37,9 @@ class Observer:
         self.root = project_root
         self.skip_dirs = (os.path.join(os.path.abspath(project_root), "migrate_to_cloudrobo") + os.sep,)
         self.device_type = device_type
-        self.float64 = torch.float64  # the real dtype object, captured before any patcher replaces the name
+        # The real float64, known by its name: the harness may have applied the runtime patcher (Float64To32) before
+        # this observer exists, and then the name torch.float64 is float32.
+        self._is_float64 = {}
         self.want_steps = steps
         self.steps = 0
         self.started = time.perf_counter()
@@ -125,7 +127,11 @@ class Observer:
     def _note_outputs(self, out, depth=0):
         torch = self.torch
         if isinstance(out, torch.Tensor):
-            if out.dtype is self.float64 and out.device.type not in ("cpu", "meta"):
+            dtype = out.dtype
+            is_float64 = self._is_float64.get(dtype)
+            if is_float64 is None:
+                is_float64 = self._is_float64[dtype] = str(dtype) == "torch.float64"
+            if is_float64 and out.device.type not in ("cpu", "meta"):
                 self.float64_count += 1
                 site = call_site(self.root, self.skip_dirs) or "<outside the project>"
                 self.float64_sites[site] = self.float64_sites.get(site, 0) + 1

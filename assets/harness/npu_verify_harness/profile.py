@@ -75,8 +75,9 @@ class StepProfile:
         self._batches_seen = 0
         self._code_sites = {}
         self._frames = {}
-        self._sample_picks = collections.defaultdict(set)  # code -> sample indices picked this step
-        self._unbound = set()  # codes that iterated a batch-sized tensor this step
+        self._sample_picks = collections.defaultdict(set)  # (file, line) -> sample indices picked this step
+        self._unbound = set()  # (file, line) that iterated a batch-sized tensor this step
+        self._loops = {}  # file -> [(first, last)] line ranges of its loops and comprehensions
         self._mode = None
         self._undo = []
         self._syncs, self._index_ops = _kind_tables(torch)
@@ -114,14 +115,18 @@ class StepProfile:
             return backward + " (backward)", None
         return "<outside the project>", None
 
-    def _count_run(self, site, frame, counts):
-        """One more run of the line when the frame moved to it, or jumped back to it (a loop)."""
+    def _count_run(self, site, frame, counts, func):
+        """One more run of the line when the frame moved to it or jumped back in it (a loop): an op from an
+        earlier instruction of the line, or the same single op of the line again."""
         key = id(frame)
         lasti = frame.f_lasti
         state = self._frames.get(key)
-        if state is None or state[0] is not frame.f_code or state[1] != frame.f_lineno or lasti < state[2]:
+        if (state is None or state[0] is not frame.f_code or state[1] != frame.f_lineno or lasti < state[2]
+                or (lasti == state[2] and state[4] == 1 and func is state[3])):
             counts["runs"] += 1
-        self._frames[key] = (frame.f_code, frame.f_lineno, lasti)
+            self._frames[key] = (frame.f_code, frame.f_lineno, lasti, func, 1)
+        else:
+            self._frames[key] = (frame.f_code, frame.f_lineno, lasti, state[3], state[4] + 1)
 
     # -- one op ----------------------------------------------------------------------------------------
     def _on_device(self, value):
@@ -172,11 +177,11 @@ class StepProfile:
         if packet is self._select:
             dim = args[1] if len(args) > 1 else 0
             if dim == 0 and tensor.dim() > 0 and tensor.size(0) == self._batch and len(args) > 2:
-                self._sample_picks[frame.f_code].add(int(args[2]) % self._batch)
+                self._sample_picks[(frame.f_code.co_filename, frame.f_lineno)].add(int(args[2]) % self._batch)
         elif packet is self._unbind:
             dim = args[1] if len(args) > 1 else 0
             if dim == 0 and tensor.dim() > 0 and tensor.size(0) == self._batch:
-                self._unbound.add(frame.f_code)
+                self._unbound.add((frame.f_code.co_filename, frame.f_lineno))
 
     def record(self, func, args, kwargs, kind=None):
         """Count one device op (``kind`` forces a sync kind: the emulator's ``tolist``)."""
@@ -185,11 +190,11 @@ class StepProfile:
         if counts is None:
             counts = self._current[site] = {
                 "launches": 0, "runs": 0, "syncs": collections.Counter(), "fallbacks": collections.Counter(),
-                "code": None,
+                "where": None,
             }
         if frame is not None:
-            counts["code"] = frame.f_code
-            self._count_run(site, frame, counts)
+            counts["where"] = (frame.f_code.co_filename, frame.f_lineno)
+            self._count_run(site, frame, counts, func)
         if kind is not None:
             counts["syncs"][kind] += 1
             return
@@ -348,6 +353,25 @@ class StepProfile:
             "lines": lines,
         }
 
+    def _samples_picked(self, where, step, batch):
+        """Whether a loop around ``where`` (file, line) picked every sample of a batch-sized tensor in ``step``:
+        ``x[i]`` for each ``i`` on one of its lines, or iteration over the tensor on its first line."""
+        if where is None:
+            return False
+        path, line = where
+        ranges = self._loops.get(path)
+        if ranges is None:
+            ranges = self._loops[path] = loop_ranges(path)
+        for first, last in ranges:
+            if not first <= line <= last:
+                continue
+            if (path, first) in step["unbound"]:
+                return True
+            for (picked_path, picked_line), indices in step["picks"].items():
+                if picked_path == path and first <= picked_line <= last and len(indices) >= batch:
+                    return True
+        return False
+
     def _per_sample(self, site, steps):
         """None, or how the line was measured to run once per sample."""
         if site.endswith("(backward)"):
@@ -363,9 +387,7 @@ class StepProfile:
                 return None
             if counts["launches"] < runs and sum(counts["syncs"].values()) < runs:
                 return None
-            code = counts["code"]
-            picked = len(step["picks"].get(code, ()))
-            if picked < batch and code not in step["unbound"]:
+            if not self._samples_picked(counts["where"], step, batch):
                 return None
             batches.append((batch, runs))
         sizes = {b for b, _ in batches}
@@ -379,6 +401,20 @@ class StepProfile:
             "batch_sizes": sorted(sizes),
             "basis": "batch sizes {}".format(sorted(sizes)) if len(sizes) > 1 else "batch dimension",
         }
+
+
+def loop_ranges(path):
+    """The (first, last) line ranges of the loops and comprehensions of a source file (empty if unreadable)."""
+    import ast
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return []
+    kinds = (ast.For, ast.AsyncFor, ast.While, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+    return [(node.lineno, getattr(node, "end_lineno", node.lineno)) for node in ast.walk(tree)
+            if isinstance(node, kinds)]
 
 
 def batch_size(batch, torch, depth=0):
@@ -408,6 +444,25 @@ def batch_size(batch, torch, depth=0):
     return sizes.most_common(1)[0][0]
 
 
+def out_variants(torch, func):
+    """The ``out=`` overloads (``name.overload``, without ``aten::``) whose inputs are ``func``'s plus ``out``
+    arguments: what a structured op's functional and in-place forms run on a backend."""
+    name = func.name().split("::")[-1]
+    base = name.partition(".")[0]
+    if base.endswith("_") and not base.endswith("__"):
+        base = base[:-1]
+    packet = getattr(torch.ops.aten, base, None)
+    if packet is None:
+        return []
+    inputs = [a.name for a in func._schema.arguments]
+    found = []
+    for overload in packet.overloads():
+        args = getattr(packet, overload)._schema.arguments
+        if any(a.is_out for a in args) and [a.name for a in args if not a.is_out] == inputs:
+            found.append(base if overload == "default" else "{}.{}".format(base, overload))
+    return found
+
+
 def real_verdict(torch):
     """The CPU-fallback verdict on a real NPU: torch_npu's own registrations in the dispatcher."""
     has = getattr(torch._C, "_dispatch_has_kernel_for_dispatch_key", None)
@@ -434,11 +489,10 @@ def real_verdict(torch):
                 if kernel(name, "CompositeExplicitAutogradNonFunctional") and not kernel(name, "CPU"):
                     runs = ""  # a decomposition: it calls other ops
                 elif kernel(name, "CompositeExplicitAutogradNonFunctional"):
-                    base, _, overload = name.partition(".")
-                    base = base[:-1] if base.endswith("_") else base
-                    outs = [base + ".out"] + ([base + "." + overload + "_out"] if overload else [])
+                    # A structured op: its out= form runs on the backend.
+                    outs = ["aten::" + o for o in out_variants(torch, func)]
                     present = [o for o in outs if kernel(o, "PrivateUse1")]
-                    runs = present[0] if present else None
+                    runs = present[0] if present else (outs[0] if outs else None)
                 if runs != "" and (runs is None or not kernel(runs, "PrivateUse1")):
                     found = ("fallback", text.format(name if runs is None else runs))
         cache[func] = found

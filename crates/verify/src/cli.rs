@@ -61,6 +61,11 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
 
+    /// Do not profile the --pipeline steps (aten ops launched on the device, host syncs, CPU-fallback
+    /// ops and per-sample loops, per source line, after a warm-up step).
+    #[arg(long)]
+    pub no_profile: bool,
+
     /// Batches to pull with --data.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]
     pub batches: u32,

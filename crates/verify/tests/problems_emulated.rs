@@ -228,6 +228,38 @@ fn float64_tensors_on_the_device_are_counted_with_their_line() {
 }
 
 #[test]
+fn float32_tensors_are_not_counted_as_float64_when_the_harness_applies_the_patcher() {
+    // The entry applies no patcher, so the harness applies ours before the program runs; its
+    // Float64To32 makes the name `torch.float64` float32, which must not turn every float32
+    // tensor of the program into a "float64 tensor".
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("toy");
+    common::set_up_migrate(&root);
+    std::fs::write(
+        root.join("train.py"),
+        "import torch\nimport torch_npu\n\n\ndef main():\n    model = torch.nn.Linear(4, 2).to(\"npu\")\n    \
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    x = torch.randn(8, 4, device=\"npu\")\n    \
+         for _ in range(3):\n        loss = model(x).square().mean()\n        opt.zero_grad()\n        \
+         loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n",
+    )
+    .unwrap();
+    let (_, report) = run(&root, &[]);
+    assert_eq!(check(&report, "static.entry_patcher")["status"], "fail");
+    assert_eq!(
+        check(&report, "pipeline.run")["status"],
+        "pass",
+        "{report:#}"
+    );
+    assert_eq!(
+        check(&report, "pipeline.patches")["status"],
+        "warn",
+        "the harness applied the patcher"
+    );
+    let f64_check = check(&report, "pipeline.float64");
+    assert_eq!(f64_check["status"], "pass", "{f64_check:#}");
+}
+
+#[test]
 fn a_program_without_optimizer_steps_fails() {
     let dir = tempfile::tempdir().unwrap();
     // No `.step()` anywhere: the report says the script does not train, not "0 of 2 steps".
