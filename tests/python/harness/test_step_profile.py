@@ -199,3 +199,18 @@ def test_one_step_is_only_the_warm_up(npu: torch.device, paired_table: dict[str,
     step_profile.report(results, profile, observer, 1)
     assert results.checks["pipeline.syncs"]["status"] == "skip"
     assert "--steps 2" in results.checks["pipeline.syncs"]["detail"]
+
+
+def test_on_a_real_npu_the_verdict_comes_from_the_dispatchers_registrations(npu: torch.device) -> None:
+    # The emulated backend registers a few PrivateUse1 kernels itself (empty, empty_strided, tril_indices...): asked
+    # the way the harness asks on an NPU, those have a kernel and every other non-composite op falls back.
+    verdict = step_profile.real_verdict(torch)
+    aten = torch.ops.aten
+    assert verdict(aten.empty.memory_format) is None
+    assert verdict(aten.detach.default) is None  # CompositeExplicitAutograd: decomposes
+    assert verdict(aten.select_backward.default) is None  # a decomposition registered as NonFunctional
+    kind, message = verdict(aten.lgamma.default)  # structured: its out= form runs on the backend
+    assert kind == "fallback" and "'aten::lgamma.out'" in message, message
+    kind, message = verdict(aten.nonzero.default)
+    assert kind == "fallback" and "'aten::nonzero'" in message, message
+    assert step_profile.out_variants(torch, aten.softplus_backward.default) == ["softplus_backward.grad_input"]
