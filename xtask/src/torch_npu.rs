@@ -104,6 +104,11 @@ pub fn read_manifest(path: &Path) -> Result<Manifest> {
     Ok(manifest)
 }
 
+/// The binary whose strings are read, and the file (next to it in the cache) that keeps the ones
+/// about CPU fallback, one a line, sorted.
+pub const LIBRARY: &str = "torch_npu/lib/libtorch_npu.so";
+pub const FALLBACK_STRINGS: &str = "torch_npu/lib/libtorch_npu.fallback-strings.txt";
+
 /// The cache of extracted wheels.
 pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("NPU_PATCHER_TORCH_NPU_DIR") {
@@ -117,13 +122,41 @@ pub fn ensure_all() -> Result<PathBuf> {
     let cache = cache_dir();
     for wheel in read_manifest(&manifest_path())?.wheels {
         ensure(&cache, &wheel)?;
+        ensure_kernels(&cache, &wheel)?;
     }
     Ok(cache)
 }
 
+/// Which part of a wheel an extracted copy holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Part {
+    /// The Python layer: `.py`, `.pyi`, `.json` (`cache/<version>/`).
+    Python,
+    /// The kernel lists `csrc/aten/*.yaml` and [`FALLBACK_STRINGS`] (`cache/kernels/<version>/`).
+    Kernels,
+}
+
 /// Make sure the Python layer of `wheel` is under `cache/<version>/`; return that directory.
 pub fn ensure(cache: &Path, wheel: &Wheel) -> Result<PathBuf> {
-    let target = cache.join(&wheel.version);
+    ensure_part(cache, wheel, Part::Python)
+}
+
+/// Make sure the kernel lists of `wheel` are under `cache/kernels/<version>/`; return that
+/// directory (it holds `torch_npu/csrc/aten/*.yaml` and [`FALLBACK_STRINGS`]).
+pub fn ensure_kernels(cache: &Path, wheel: &Wheel) -> Result<PathBuf> {
+    ensure_part(cache, wheel, Part::Kernels)
+}
+
+/// Where the kernel lists of `version` are extracted.
+pub fn kernels_dir(cache: &Path, version: &str) -> PathBuf {
+    cache.join("kernels").join(version)
+}
+
+fn ensure_part(cache: &Path, wheel: &Wheel, part: Part) -> Result<PathBuf> {
+    let (target, tag) = match part {
+        Part::Python => (cache.join(&wheel.version), ""),
+        Part::Kernels => (kernels_dir(cache, &wheel.version), "kernels-"),
+    };
     let complete = target.join(".complete");
     if fs::read_to_string(&complete).is_ok_and(|s| s.trim() == wheel.sha256) {
         return Ok(target);
@@ -131,7 +164,7 @@ pub fn ensure(cache: &Path, wheel: &Wheel) -> Result<PathBuf> {
     let downloads = cache.join("downloads");
     fs::create_dir_all(&downloads)
         .with_context(|| format!("cannot create {}", downloads.display()))?;
-    let lock_path = cache.join(format!(".{}.lock", wheel.version));
+    let lock_path = cache.join(format!(".{tag}{}.lock", wheel.version));
     let lock = fs::File::create(&lock_path)
         .with_context(|| format!("cannot create {}", lock_path.display()))?;
     lock.lock()
@@ -150,16 +183,28 @@ pub fn ensure(cache: &Path, wheel: &Wheel) -> Result<PathBuf> {
     };
     let archive = crate::corpus::fetch::download(cache, &dist)
         .with_context(|| format!("cannot fetch the torch-npu {} wheel", wheel.version))?;
-    let tmp = cache.join(format!(".tmp-{}-{}", wheel.version, std::process::id()));
+    let tmp = cache.join(format!(
+        ".tmp-{tag}{}-{}",
+        wheel.version,
+        std::process::id()
+    ));
     if tmp.exists() {
         fs::remove_dir_all(&tmp).with_context(|| format!("cannot remove {}", tmp.display()))?;
     }
     fs::create_dir_all(&tmp).with_context(|| format!("cannot create {}", tmp.display()))?;
-    if let Err(e) = extract_python(&archive, &tmp) {
+    let extracted = match part {
+        Part::Python => extract_python(&archive, &tmp),
+        Part::Kernels => extract_kernels(&archive, &tmp),
+    };
+    if let Err(e) = extracted {
         let _ = fs::remove_dir_all(&tmp);
         return Err(e.context(format!("cannot extract torch-npu {}", wheel.version)));
     }
     fs::write(tmp.join(".complete"), format!("{}\n", wheel.sha256))?;
+    if let Some(parent) = target.parent() {
+        fs::create_dir_all(parent)
+            .with_context(|| format!("cannot create {}", parent.display()))?;
+    }
     if target.exists() {
         fs::remove_dir_all(&target)
             .with_context(|| format!("cannot remove the old copy {}", target.display()))?;
@@ -175,6 +220,99 @@ fn is_python_source(name: &str) -> bool {
         && [".py", ".pyi", ".json"]
             .iter()
             .any(|ext| name.ends_with(ext))
+}
+
+/// Whether a wheel member is one of its kernel lists.
+fn is_kernel_list(name: &str) -> bool {
+    name.starts_with("torch_npu/csrc/aten/")
+        && Path::new(name)
+            .extension()
+            .is_some_and(|ext| ext.eq_ignore_ascii_case("yaml"))
+}
+
+/// The printable ASCII runs of at least 8 bytes in `reader` (as `strings -n 8` finds them) that
+/// mention a CPU fallback, sorted and deduplicated.
+pub fn fallback_strings(reader: &mut dyn Read) -> Result<Vec<String>> {
+    fn keep(run: &[u8], found: &mut std::collections::BTreeSet<String>) {
+        if run.len() < 8 {
+            return;
+        }
+        let text = String::from_utf8_lossy(run);
+        let lower = text.to_ascii_lowercase();
+        if lower.contains("fall back")
+            || lower.contains("fallback to run")
+            || lower.contains("not currently supported")
+        {
+            found.insert(text.into_owned());
+        }
+    }
+    let mut found = std::collections::BTreeSet::new();
+    let mut run: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = reader.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        for &b in &buf[..n] {
+            if b == b'\t' || (0x20..0x7f).contains(&b) {
+                run.push(b);
+            } else {
+                keep(&run, &mut found);
+                run.clear();
+            }
+        }
+    }
+    keep(&run, &mut found);
+    Ok(found.into_iter().collect())
+}
+
+/// Extract the kernel lists of `archive` and the fallback strings of its library into `into`.
+fn extract_kernels(archive: &Path, into: &Path) -> Result<()> {
+    let file =
+        fs::File::open(archive).with_context(|| format!("cannot read {}", archive.display()))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .with_context(|| format!("{} is not a zip archive", archive.display()))?;
+    let mut library = false;
+    for i in 0..zip.len() {
+        let mut entry = zip.by_index(i)?;
+        let name = entry
+            .name()
+            .map(std::borrow::Cow::into_owned)
+            .unwrap_or_default();
+        if entry.is_file() && name == LIBRARY {
+            let lines = fallback_strings(&mut entry)
+                .with_context(|| format!("cannot read {name} in {}", archive.display()))?;
+            let dest = into.join(FALLBACK_STRINGS);
+            if let Some(parent) = dest.parent() {
+                fs::create_dir_all(parent)?;
+            }
+            let mut text = lines.join("\n");
+            text.push('\n');
+            fs::write(&dest, text).with_context(|| format!("cannot write {}", dest.display()))?;
+            library = true;
+            continue;
+        }
+        if !entry.is_file() || !is_kernel_list(&name) {
+            continue;
+        }
+        let Some(rel) = entry.enclosed_name() else {
+            bail!("{}: unsafe path {name}", archive.display());
+        };
+        let dest = into.join(rel);
+        if let Some(parent) = dest.parent() {
+            fs::create_dir_all(parent)?;
+        }
+        let mut body = Vec::new();
+        entry
+            .read_to_end(&mut body)
+            .with_context(|| format!("cannot read {name} in {}", archive.display()))?;
+        fs::write(&dest, body).with_context(|| format!("cannot write {}", dest.display()))?;
+    }
+    if !library {
+        bail!("{} has no {LIBRARY}", archive.display());
+    }
+    Ok(())
 }
 
 /// Extract the Python layer of `archive` into `into`.
@@ -249,7 +387,11 @@ mod tests {
                 &b"import torch\n"[..],
             ),
             ("torch_npu/_C.cpython-311-x86_64-linux-gnu.so", b"\x7fELF"),
-            ("torch_npu/lib/libtorch_npu.so", b"\x7fELF"),
+            (
+                "torch_npu/lib/libtorch_npu.so",
+                b"\x7fELF\0\0CAUTION: The operator 'aten::x' will fall back to run on the CPU.\0\x01unrelated text\0",
+            ),
+            ("torch_npu/csrc/aten/npu_native_functions.yaml", b"supported:\n  - x\n"),
         ] {
             zip.start_file(name, options).unwrap();
             zip.write_all(body).unwrap();
@@ -290,6 +432,20 @@ mod tests {
                 .is_file()
         );
         assert!(!target.join("torch_npu/lib").exists());
+        // The kernel lists and, of the binary, only its fallback strings: never the library itself.
+        let kernels = ensure_kernels(&cache, &wheel).unwrap();
+        assert_eq!(kernels, kernels_dir(&cache, "9.9.0"));
+        assert!(!kernels.join(LIBRARY).exists());
+        assert_eq!(
+            fs::read_to_string(kernels.join(FALLBACK_STRINGS)).unwrap(),
+            "CAUTION: The operator 'aten::x' will fall back to run on the CPU.\n"
+        );
+        assert!(
+            kernels
+                .join("torch_npu/csrc/aten/npu_native_functions.yaml")
+                .is_file()
+        );
+        assert!(!kernels.join("torch_npu/contrib").exists());
         assert!(
             !target
                 .join("torch_npu/_C.cpython-311-x86_64-linux-gnu.so")

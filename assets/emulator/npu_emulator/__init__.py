@@ -22,6 +22,8 @@ from npu_emulator._errors import (
     is_emulator_fault,
 )
 from npu_emulator._install import install, is_installed
+from npu_emulator._kernels import fallbacks as cpu_fallbacks
+from npu_emulator._kernels import table_info as kernel_table
 from npu_emulator._rules import (
     RESTRICTIONS,
     enabled_restrictions,
@@ -36,11 +38,13 @@ __all__ = [
     "EmulatorLimitation",
     "EmulatorLimitationWarning",
     "clear_faults",
+    "cpu_fallbacks",
     "faults",
     "is_emulator_fault",
     "enabled_restrictions",
     "install",
     "is_installed",
+    "kernel_table",
     "restrictions",
     "set_restriction",
 ]

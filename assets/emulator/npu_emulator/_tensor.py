@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks, _devices, _serialization
+from npu_emulator import _checks, _devices, _kernels, _serialization
 from npu_emulator._errors import EmulatedNPUError, emulated_message, limitation, record_fault
 from npu_emulator._rules import ENABLED
 
@@ -228,6 +228,7 @@ class NPUTensor(torch.Tensor):
         cls, func: Any, types: Any, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None
     ) -> Any:
         del types
+        _kernels.observe(func)  # torch_npu's CPU fallback for an op without an NPU kernel: warned and recorded
         info = _OP_INFO.get(func)
         if info is None:
             info = _OP_INFO[func] = _op_info(func)

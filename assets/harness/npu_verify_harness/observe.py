@@ -37,7 +37,9 @@ class Observer:
         self.root = project_root
         self.skip_dirs = (os.path.join(os.path.abspath(project_root), "migrate_to_cloudrobo") + os.sep,)
         self.device_type = device_type
-        self.float64 = torch.float64  # the real dtype object, captured before any patcher replaces the name
+        # The real float64, known by its name: the harness may have applied the runtime patcher (Float64To32) before
+        # this observer exists, and then the name torch.float64 is float32.
+        self._is_float64 = {}
         self.want_steps = steps
         self.steps = 0
         self.started = time.perf_counter()
@@ -52,6 +54,9 @@ class Observer:
         self._undo = []
         self._mode = None
         self._in_backward = False
+        self.backward_site = None  # the line of the backward() call in progress
+        self.busy = False  # the harness's own tensor ops run (reading the loss): not the program's
+        self.profile = None  # the step profile (profile.StepProfile), told about each optimizer step
 
     # -- optimizer steps ---------------------------------------------------------------------------
     def _step_hook(self, optimizer, args, kwargs):
@@ -65,9 +70,15 @@ class Observer:
         self.step_times.append(now - (self._last if self._last is not None else self.started))
         self._last = now
         self.steps += 1
+        if self.profile is not None:
+            self.profile.step_done()
         self.optimizer = optimizer
         if self.params is None:
-            self.params = self._describe_params(optimizer)
+            self.busy = True
+            try:
+                self.params = self._describe_params(optimizer)
+            finally:
+                self.busy = False
         if self.want_steps is not None and self.steps >= self.want_steps:
             raise HarnessStop("{} optimizer steps done".format(self.steps))
 
@@ -93,6 +104,13 @@ class Observer:
 
     # -- the loss: the tensor backward() is called on -----------------------------------------------
     def _record_loss(self, tensor):
+        self.busy = True
+        try:
+            self._read_loss(tensor)
+        finally:
+            self.busy = False
+
+    def _read_loss(self, tensor):
         entry = {"step": self.steps + 1, "dtype": str(tensor.dtype).replace("torch.", ""), "device": str(tensor.device)}
         try:
             value = tensor.detach()
@@ -109,7 +127,11 @@ class Observer:
     def _note_outputs(self, out, depth=0):
         torch = self.torch
         if isinstance(out, torch.Tensor):
-            if out.dtype is self.float64 and out.device.type not in ("cpu", "meta"):
+            dtype = out.dtype
+            is_float64 = self._is_float64.get(dtype)
+            if is_float64 is None:
+                is_float64 = self._is_float64[dtype] = str(dtype) == "torch.float64"
+            if is_float64 and out.device.type not in ("cpu", "meta"):
                 self.float64_count += 1
                 site = call_site(self.root, self.skip_dirs) or "<outside the project>"
                 self.float64_sites[site] = self.float64_sites.get(site, 0) + 1
@@ -140,10 +162,12 @@ class Observer:
                 return original_backward(self, *args, **kwargs)
             observer._record_loss(self)
             observer._in_backward = True
+            observer.backward_site = observer.losses[-1].get("site") if observer.losses else None
             try:
                 return original_backward(self, *args, **kwargs)
             finally:
                 observer._in_backward = False
+                observer.backward_site = None
 
         backward.__wrapped__ = original_backward
         torch.Tensor.backward = backward

@@ -48,8 +48,11 @@ def run(request, results, setup_torch):
                 type(exc).__name__, exc), "compare runtime_patches.py with the shipped copy")
 
     observer = Observer(torch, root, device_type, steps=request.get("steps"))
+    profile = None
     if mode == "pipeline":
         observer.install()
+        if request.get("profile", True):
+            profile = start_profile(torch, root, device_type, observer, emulated)
     loaders = DataWatch(torch, request.get("batches", 3), observer, request["project_root"]) if mode == "data" else None
     if loaders is not None:
         loaders.install()
@@ -64,6 +67,8 @@ def run(request, results, setup_torch):
     program_t0 = time.perf_counter()
     outcome = launch_run(request["launch"])
     program_s = time.perf_counter() - program_t0
+    if profile is not None:
+        profile.uninstall()
     observer.uninstall()
     if loaders is not None:
         loaders.uninstall()
@@ -76,7 +81,7 @@ def run(request, results, setup_torch):
     results.fact("timing", {"program_s": program_s, "first_step_s": observer.step_times[0] if observer.step_times else None})
 
     if mode == "pipeline":
-        code = report_pipeline(request, results, observer, watch, outcome, emulated)
+        code = report_pipeline(request, results, observer, watch, outcome, emulated, profile)
     else:
         code = report_data(request, results, loaders, outcome)
     watch.remove_all()
@@ -146,7 +151,27 @@ def raised(outcome):
     return outcome.exc if outcome.kind == "raised" else None
 
 
-def report_pipeline(request, results, observer, watch, outcome, emulated):
+def start_profile(torch, root, device_type, observer, emulated):
+    """The step profile of this run (``profile.StepProfile``), installed; its fallback verdicts come from the
+    emulator's kernel table when emulated, else from torch_npu's registrations in the dispatcher."""
+    from .profile import StepProfile, real_verdict
+
+    if emulated and "npu_emulator._kernels" in sys.modules:
+        kernels = sys.modules["npu_emulator._kernels"]
+        verdict = kernels.verdict
+        info = dict(kernels.table_info(), source="the emulator's table of the torch-npu wheel")
+    else:
+        verdict = real_verdict(torch)
+        version = getattr(sys.modules.get("torch_npu"), "__version__", None)
+        info = {"torch_npu": version, "reason": "the installed torch_npu", "source": "torch_npu's dispatcher"}
+    os.environ.setdefault("NPU_EMULATOR_PROJECT_ROOT", os.path.abspath(root))  # the emulator's fallback sites
+    profile = StepProfile(torch, root, device_type, observer, verdict, info)
+    observer.profile = profile
+    profile.install()
+    return profile
+
+
+def report_pipeline(request, results, observer, watch, outcome, emulated, profile=None):
     root, want = request["project_root"], request["steps"]
     steps = observer.steps
     times = [round(t, 4) for t in observer.step_times]
@@ -207,7 +232,12 @@ def report_pipeline(request, results, observer, watch, outcome, emulated):
         report_loss(results, observer)
         report_params(results, observer, request, emulated)
         report_float64(results, observer, "pipeline")
-        report_fallbacks(results, observer, "pipeline")
+        if profile is None:
+            report_fallbacks(results, observer, "pipeline")
+    if profile is not None:
+        from .profile import report as report_profile
+
+        report_profile(results, profile, observer, want)
     report_patches(results, watch, steps)
     report_faults(results, "pipeline")
     report_transfer(results, emulated)

@@ -34,6 +34,18 @@ pub fn merge(
 ) -> (IssuesFile, MergeReport) {
     let mut report = MergeReport::default();
     let old_issues: &[Issue] = previous.map_or(&[], |p| p.issues.as_slice());
+    // Measured findings (npu-verify) are not the scanner's: a scan never matches or resolves them.
+    let scanned: Vec<Issue> = old_issues
+        .iter()
+        .filter(|i| i.measured.is_none())
+        .cloned()
+        .collect();
+    let kept_measured: Vec<Issue> = old_issues
+        .iter()
+        .filter(|i| i.measured.is_some())
+        .cloned()
+        .collect();
+    let old_issues: &[Issue] = &scanned;
 
     let mut taken: BTreeSet<String> = previous
         .map(|p| p.issues.iter().map(|i| i.id.clone()).collect())
@@ -75,8 +87,8 @@ pub fn merge(
     }
 
     let matched_old: BTreeSet<usize> = matched.iter().flatten().copied().collect();
-    if let Some(previous) = previous {
-        for (index, old) in previous.issues.iter().enumerate() {
+    if previous.is_some() {
+        for (index, old) in old_issues.iter().enumerate() {
             if matched_old.contains(&index) {
                 continue;
             }
@@ -93,9 +105,96 @@ pub fn merge(
             fresh.issues.push(gone);
         }
     }
+    fresh.issues.extend(kept_measured);
 
     fresh.summary = Summary::of(&fresh.issues);
     (fresh, report)
+}
+
+/// Merge the findings of one `npu-verify` measurement (`fresh`, every one with
+/// [`Issue::measured`] set, pending, without history) into `previous` (or a new file with `root`):
+/// the measured issues of the checks in `checks` are replaced. A finding measured again keeps its
+/// id, status and history (a `fixed` one becomes pending: `regressed`); a pending one the
+/// measurement no longer shows becomes `fixed` (`resolved`); scanned issues and the measured
+/// issues of other checks are kept as they are.
+pub fn merge_measured(
+    previous: Option<IssuesFile>,
+    root: &str,
+    fresh: Vec<Issue>,
+    checks: &[&str],
+    now: &str,
+) -> (IssuesFile, MergeReport) {
+    let mut file = previous.unwrap_or_else(|| IssuesFile {
+        schema_version: crate::schema::SCHEMA_VERSION,
+        tool: crate::schema::Tool {
+            name: "npu-verify".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+        },
+        root: root.to_owned(),
+        scanned_at: now.to_owned(),
+        summary: Summary::default(),
+        issues: Vec::new(),
+        unparsed: Vec::new(),
+    });
+    let mut report = MergeReport::default();
+    let in_scope = |i: &Issue| {
+        i.measured
+            .as_ref()
+            .is_some_and(|m| checks.contains(&m.check.as_str()))
+    };
+    let mut taken: BTreeSet<String> = file.issues.iter().map(|i| i.id.clone()).collect();
+    let (mut old, others): (Vec<Issue>, Vec<Issue>) = file.issues.drain(..).partition(in_scope);
+    file.issues = others;
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    for mut issue in fresh {
+        if !seen.insert(issue.fingerprint.clone()) {
+            continue;
+        }
+        if let Some(at) = old.iter().position(|o| o.fingerprint == issue.fingerprint) {
+            let before = old.remove(at);
+            issue.id = before.id;
+            issue.reason = before.reason;
+            issue.history = before.history;
+            issue.status = before.status;
+            if before.status == Status::Fixed {
+                issue.status = Status::Pending;
+                issue.history.push(HistoryEntry {
+                    at: now.to_owned(),
+                    status: HistoryStatus::Regressed,
+                    note: Some("marked fixed, but npu-verify measured it again".to_owned()),
+                });
+                report.regressed.push(issue.id.clone());
+            } else {
+                report.kept.push(issue.id.clone());
+            }
+        } else {
+            issue.id = unique_id(&issue.pattern, &issue.fingerprint, &taken);
+            issue.status = Status::Pending;
+            issue.reason = None;
+            issue.history = vec![HistoryEntry {
+                at: now.to_owned(),
+                status: HistoryStatus::Found,
+                note: issue.measured.as_ref().map(|m| m.evidence.clone()),
+            }];
+            report.new.push(issue.id.clone());
+        }
+        taken.insert(issue.id.clone());
+        file.issues.push(issue);
+    }
+    for mut gone in old {
+        if gone.status == Status::Pending {
+            gone.status = Status::Fixed;
+            gone.history.push(HistoryEntry {
+                at: now.to_owned(),
+                status: HistoryStatus::Resolved,
+                note: Some("npu-verify no longer measures it".to_owned()),
+            });
+            report.resolved.push(gone.id.clone());
+        }
+        file.issues.push(gone);
+    }
+    file.summary = Summary::of(&file.issues);
+    (file, report)
 }
 
 /// For each fresh issue, the index of the previous issue it is, if any: matched by the whole
@@ -156,6 +255,81 @@ fn unique_id(pattern: &str, fingerprint: &str, taken: &BTreeSet<String>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn measured(fingerprint: &str, check: &str) -> Issue {
+        Issue {
+            id: String::new(),
+            pattern: "P_TGT".to_owned(),
+            category: crate::schema::Category::Structure,
+            severity: crate::schema::Severity::Warning,
+            performance: true,
+            file: "train.py".to_owned(),
+            line: 3,
+            column: 1,
+            end_line: 3,
+            end_column: 10,
+            symbol: None,
+            message: "measured".to_owned(),
+            snippet: "x.item()".to_owned(),
+            related: Vec::new(),
+            fix_template: "references/fix-templates/P_TGT.md".to_owned(),
+            fix: None,
+            fingerprint: fingerprint.to_owned(),
+            status: Status::Pending,
+            reason: None,
+            history: Vec::new(),
+            measured: Some(crate::schema::Measured {
+                check: check.to_owned(),
+                evidence: "8 host syncs per step at train.py:3".to_owned(),
+                verify_args: vec!["--pipeline".to_owned()],
+            }),
+        }
+    }
+
+    #[test]
+    fn a_measurement_keeps_status_resolves_what_it_no_longer_sees_and_a_scan_leaves_it_alone() {
+        let checks = ["pipeline.syncs"];
+        let (file, first) = merge_measured(
+            None,
+            "proj",
+            vec![
+                measured("aaaaaaaaaaaaaaaa", "pipeline.syncs"),
+                measured("bbbbbbbbbbbbbbbb", "pipeline.syncs"),
+            ],
+            &checks,
+            "t1",
+        );
+        assert_eq!(first.new.len(), 2);
+        assert_eq!(file.root, "proj");
+        assert_eq!(file.summary.total, 2);
+        let (file, second) = merge_measured(
+            Some(file),
+            "proj",
+            vec![measured("aaaaaaaaaaaaaaaa", "pipeline.syncs")],
+            &checks,
+            "t2",
+        );
+        assert_eq!(second.kept, [first.new[0].clone()]);
+        assert_eq!(second.resolved, [first.new[1].clone()]);
+        // A scan that finds nothing keeps both measured issues as they are.
+        let scan = IssuesFile {
+            issues: Vec::new(),
+            ..file.clone()
+        };
+        let (after_scan, report) = merge(Some(&file), scan, "t3");
+        assert!(report.resolved.is_empty(), "{report:?}");
+        assert_eq!(after_scan.issues, file.issues);
+        // Another check's measurement does not touch these.
+        let (other, report) = merge_measured(
+            Some(file.clone()),
+            "proj",
+            Vec::new(),
+            &["pipeline.cpu_fallback"],
+            "t4",
+        );
+        assert!(report.resolved.is_empty());
+        assert_eq!(other.issues, file.issues);
+    }
 
     #[test]
     fn unique_id_numbers_exhausted_fingerprints() {

@@ -131,6 +131,32 @@ pub struct Issue {
     pub reason: Option<String>,
     #[serde(default)]
     pub history: Vec<HistoryEntry>,
+    /// Set when the finding was measured by `npu-verify --pipeline --record-issues` (its step
+    /// profile) rather than found by a scan: a rescan leaves it alone, and `npu-progress --fixed`
+    /// measures again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<Measured>,
+}
+
+/// The pattern of an op that runs on the CPU through `torch_npu`'s fallback: measured by
+/// `npu-verify`'s step profile (`pipeline.cpu_fallback`), not a scanner rule.
+pub const CPU_FALLBACK_PATTERN: &str = "P_CPU";
+
+/// Patterns only `npu-verify --record-issues` reports, with their fix templates.
+pub const MEASURED_PATTERNS: &[(&str, &str)] =
+    &[(CPU_FALLBACK_PATTERN, "references/fix-templates/P_CPU.md")];
+
+/// How a measured finding was measured.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Measured {
+    /// The `npu-verify` check that measured it: `pipeline.syncs`, `pipeline.per_sample` or
+    /// `pipeline.cpu_fallback`.
+    pub check: String,
+    /// What was measured, e.g. `16 host syncs per step at train.py:26 (_local_scalar_dense)`.
+    pub evidence: String,
+    /// The `npu-verify` arguments after the project's path that measure it again.
+    pub verify_args: Vec<String>,
 }
 
 /// An automatic fix: edits of the issue's file, as it was when it was scanned.

@@ -200,6 +200,7 @@ mod tests {
             status: issue_model::Status::Pending,
             reason: None,
             history: vec![],
+            measured: None,
         }
     }
 

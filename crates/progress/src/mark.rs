@@ -212,7 +212,11 @@ pub(crate) fn report(ctx: &mut Ctx<'_>, marked: &Marked) -> Result<Exit> {
 
 /// Refuse `--fixed`: show what the scanner still finds.
 fn still_there(ctx: &mut Ctx<'_>, issue: &Issue, root: &str, found: &[Issue]) -> Result<Exit> {
-    let message = format!("{} is not fixed: the scanner still finds it", issue.id);
+    let message = if issue.measured.is_some() {
+        format!("{} is not fixed: npu-verify still measures it", issue.id)
+    } else {
+        format!("{} is not fixed: the scanner still finds it", issue.id)
+    };
     if ctx.json() {
         #[derive(Serialize)]
         struct Refused<'a> {

@@ -36,6 +36,9 @@ pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) 
             looked.join(", ")
         ));
     };
+    if let Some(measured) = &issue.measured {
+        return remeasure(&root, issues_json, issue, measured);
+    }
     let result = match scan_for(&root, issue) {
         Ok(result) => result,
         Err(e) => return Recheck::Unchecked(format!("the scan failed: {e}")),
@@ -75,6 +78,59 @@ pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) 
         root: root.display().to_string(),
         found,
     }
+}
+
+/// A measured issue (`npu-verify --record-issues`): run the same `npu-verify` command again,
+/// recording into a copy of the issues file, and see whether the measurement still shows it.
+fn remeasure(
+    root: &Path,
+    issues_json: &Path,
+    issue: &Issue,
+    measured: &issue_model::Measured,
+) -> Recheck {
+    let verify = std::env::current_exe()
+        .ok()
+        .map(|exe| exe.with_file_name("npu-verify"))
+        .filter(|p| p.is_file())
+        .unwrap_or_else(|| std::path::PathBuf::from("npu-verify"));
+    let copy = std::env::temp_dir().join(format!(
+        "npu-progress-remeasure-{}.json",
+        std::process::id()
+    ));
+    if let Err(e) = std::fs::copy(issues_json, &copy) {
+        return Recheck::Unchecked(format!("cannot copy {}: {e}", issues_json.display()));
+    }
+    let run = std::process::Command::new(&verify)
+        .arg(root)
+        .args(&measured.verify_args)
+        .args(["--record-issues", "--quiet", "--format", "json", "--issues"])
+        .arg(&copy)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .output();
+    let outcome = match run {
+        Err(e) => Recheck::Unchecked(format!("cannot run {}: {e}", verify.display())),
+        Ok(out) if out.status.code() == Some(2) || out.status.code().is_none() => {
+            Recheck::Unchecked(format!(
+                "npu-verify could not measure again ({}): {}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            ))
+        }
+        Ok(_) => match issue_model::load(&copy) {
+            Err(e) => Recheck::Unchecked(e.to_string()),
+            Ok(file) => match file.issues.into_iter().find(|i| i.id == issue.id) {
+                Some(again) if again.status == Status::Pending => Recheck::Present {
+                    root: root.display().to_string(),
+                    found: vec![again],
+                },
+                Some(_) => Recheck::Gone,
+                None => Recheck::Unchecked("the measurement lost the issue".to_owned()),
+            },
+        },
+    };
+    let _ = std::fs::remove_file(&copy);
+    outcome
 }
 
 /// The issue as a fresh scan of its file (under `root`) finds it now, with its current fix;

@@ -184,6 +184,7 @@ mod tests {
             status: Status::Pending,
             reason: None,
             history: vec![],
+            measured: None,
         }
     }
 

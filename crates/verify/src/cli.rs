@@ -8,6 +8,7 @@ Examples:
   npu-verify /path/to/model --runtime --pipeline --config configs/train.yaml
   npu-verify /path/to/model --data --config configs/train.yaml
   npu-verify . --pipeline --emulate-npu --steps 2          # pre-flight on a machine without an NPU
+  npu-verify . --pipeline --emulate-npu --steps 3 --record-issues  # measured findings into issues.json
   npu-verify . --pipeline --nproc-per-node 2 --emulate-npu # two ranks under torchrun, hccl as gloo
   npu-verify . --runtime --conda-env torch_npu_env --format json
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
@@ -60,6 +61,18 @@ pub struct Args {
     /// Optimizer steps to run with --pipeline.
     #[arg(long, value_name = "N", default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..))]
     pub steps: u32,
+
+    /// Do not profile the --pipeline steps (aten ops launched on the device, host syncs, CPU-fallback
+    /// ops and per-sample loops, per source line, after a warm-up step).
+    #[arg(long)]
+    pub no_profile: bool,
+
+    /// Merge what the --pipeline step profile measured into issues.json (--issues, else the one the
+    /// static check finds, else ./issues.json) as measured issues: per-sample loops (`P_VEC`), host
+    /// syncs (`P_TGT`) and CPU-fallback ops (`P_CPU`), with the figures as evidence. `npu-progress
+    /// --fixed` measures them again with the same command.
+    #[arg(long)]
+    pub record_issues: bool,
 
     /// Batches to pull with --data.
     #[arg(long, value_name = "N", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..))]

@@ -16,6 +16,7 @@ pub mod launch;
 pub mod output;
 mod plan;
 pub mod ranks;
+pub mod record;
 pub mod report;
 mod session;
 pub mod statics;
@@ -75,6 +76,15 @@ pub fn run(args: &Args) -> Result<u8, Error> {
                 dir.display()
             ),
         );
+    }
+    if args.record_issues {
+        match record::record(args, &report) {
+            Ok(line) => output::progress(args.quiet, &line),
+            Err(why) => {
+                output::progress(false, &format!("error: {why}"));
+                return Ok(2);
+            }
+        }
     }
     Ok(u8::try_from(report.exit_code()).unwrap_or(2))
 }

@@ -133,6 +133,7 @@ impl Session<'_> {
             "patches_file": patches,
             "device_type": "npu",
             "steps": self.args.steps,
+            "profile": !self.args.no_profile,
             "batches": self.args.batches,
         }))
     }

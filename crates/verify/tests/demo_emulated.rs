@@ -163,6 +163,19 @@ fn fixed_demo_passes_runtime_and_pipeline() {
         "the program applies the patcher itself"
     );
     // The entry imports transfer_to_npu: the report says which one ran over the emulated device.
+    // The fixed demo computes its loss for the whole batch: no per-sample loop, no CPU fallback.
+    for name in [
+        "pipeline.per_sample",
+        "pipeline.cpu_fallback",
+        "pipeline.profile",
+    ] {
+        assert_eq!(
+            check(&report, name)["status"],
+            "pass",
+            "{:#}",
+            check(&report, name)
+        );
+    }
     let transfer = check(&report, "pipeline.transfer_to_npu");
     assert_eq!(transfer["status"], "pass", "{transfer:#}");
     assert_eq!(
@@ -313,5 +326,202 @@ fn a_cpu_config_fails_the_parameters_on_device_check() {
     assert!(
         params["detail"].as_str().unwrap().contains("cpu"),
         "{params:#}"
+    );
+}
+
+/// The fixed demo with the original `tiny_vla/losses.py` put back: its planted per-sample loss loop
+/// (`P_VEC`) and numpy round trip (`P_TGT`), in a project that otherwise trains on the NPU.
+fn demo_with_the_original_loss(dir: &Path) -> std::path::PathBuf {
+    let root = demo(dir, "tiny-vla-fixed");
+    let original =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo/tiny-vla/tiny_vla/losses.py");
+    std::fs::copy(original, root.join("tiny_vla/losses.py")).unwrap();
+    let policy = root.join("tiny_vla/policy.py");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let call = "flow_matching_targets(batch[\"actions\"])";
+    assert!(
+        text.contains(call),
+        "tiny_vla/policy.py changed: update this test"
+    );
+    let text = text
+        .replacen("import torch\n", "import numpy as np\nimport torch\n", 1)
+        .replace(
+            call,
+            "flow_matching_targets(batch[\"actions\"], np.random.default_rng(0))",
+        );
+    std::fs::write(&policy, text).unwrap();
+    root
+}
+
+#[test]
+fn the_step_profile_finds_the_demos_per_sample_loop_and_host_round_trip_by_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo_with_the_original_loss(dir.path());
+    let (code, report, stderr) = verify(&root, &["--pipeline", "--config", "configs/train.yaml"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "warnings only: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    let per_sample = check(&report, "pipeline.per_sample");
+    assert_eq!(per_sample["status"], "warn", "{per_sample:#}");
+    let detail = per_sample["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("tiny_vla/losses.py:32 ran 32 times per step"),
+        "{per_sample:#}"
+    );
+    assert!(
+        detail.contains("per sample of the batch of 32"),
+        "{per_sample:#}"
+    );
+    let syncs = check(&report, "pipeline.syncs");
+    assert_eq!(syncs["status"], "warn", "{syncs:#}");
+    let detail = syncs["detail"].as_str().unwrap();
+    // Two scalar reads per sample (the slice bound `:n` of pred and of target), and the `.cpu()` round trip.
+    assert!(
+        detail.contains("64 at tiny_vla/losses.py:32 (_local_scalar_dense)"),
+        "{syncs:#}"
+    );
+    assert!(
+        detail.contains("1 at tiny_vla/losses.py:14 (copy to host)"),
+        "{syncs:#}"
+    );
+    assert_eq!(check(&report, "pipeline.cpu_fallback")["status"], "pass");
+    let profile = check(&report, "pipeline.profile");
+    assert_eq!(profile["data"]["profiled_steps"], 1, "{profile:#}");
+    assert_eq!(profile["data"]["batch_sizes"], serde_json::json!([32]));
+
+    // --no-profile: none of the profile's checks, and the fallback check reads torch_npu's warnings.
+    let (_, report, _) = verify(
+        &root,
+        &[
+            "--pipeline",
+            "--config",
+            "configs/train.yaml",
+            "--no-profile",
+        ],
+    );
+    let names: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"pipeline.per_sample") && !names.contains(&"pipeline.syncs"),
+        "{names:?}"
+    );
+    assert_eq!(
+        check(&report, "pipeline.cpu_fallback")["detail"],
+        "no CPU-fallback warning was seen"
+    );
+}
+
+/// A policy with a Beta head (its log-density calls `lgamma`, which no torch-npu release gives an
+/// NPU kernel), a `scatter_reduce` (an NPU kernel from torch-npu 2.14.0 on) and a per-sample
+/// `.item()` loop.
+const BETA_PROBE: &str = "\
+import torch
+import torch_npu
+from runtime_patches import build_vla_patcher
+
+build_vla_patcher().apply()
+
+
+def main():
+    policy = torch.nn.Linear(4, 2).to(\"npu\")
+    opt = torch.optim.SGD(policy.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.randn(64, 4), torch.rand(64) * 0.8 + 0.1)
+    for obs, act in torch.utils.data.DataLoader(data, batch_size=8):
+        obs, act = obs.to(\"npu\"), act.to(\"npu\")
+        ab = torch.nn.functional.softplus(policy(obs)) + 1.0
+        log_p = torch.distributions.Beta(ab[:, 0], ab[:, 1]).log_prob(act)
+        groups = torch.zeros(2, device=\"npu\").scatter_reduce(0, (act > 0.5).long(), log_p, reduce=\"amax\")
+        total = 0.0
+        for i in range(obs.shape[0]):
+            total += log_p[i].item()
+        loss = -log_p.mean() + 0.0 * groups.sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
+if __name__ == \"__main__\":
+    main()
+";
+
+#[test]
+fn ops_without_an_npu_kernel_in_the_paired_torch_npu_are_reported_with_the_release_lines_and_counts()
+ {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("beta");
+    common::set_up_migrate(&root);
+    std::fs::write(root.join("train.py"), BETA_PROBE).unwrap();
+    let (code, report, stderr) = verify(&root, &["--pipeline", "--steps", "3"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "warnings only: {:#?}\n{stderr}",
+        failures(&report)
+    );
+    let fallback = check(&report, "pipeline.cpu_fallback");
+    let Some(version) = common::paired_torch_npu() else {
+        // A torch no pinned release pairs with: the newest older table, named in the check.
+        assert_ne!(fallback["status"], "fail", "{fallback:#}");
+        return;
+    };
+    assert_eq!(fallback["status"], "warn", "{fallback:#}");
+    assert_eq!(
+        fallback["data"]["torch_npu"],
+        version.as_str(),
+        "{fallback:#}"
+    );
+    let detail = fallback["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(&format!("no NPU kernel in torch_npu {version}")),
+        "{fallback:#}"
+    );
+    assert!(
+        detail.contains("aten::lgamma at train.py:15 ("),
+        "{fallback:#}"
+    );
+    let lgamma = fallback["data"]["ops"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["op"] == "aten::lgamma")
+        .unwrap_or_else(|| panic!("{fallback:#}"));
+    assert!(
+        lgamma["sites"]["train.py:15"].as_f64().unwrap() >= 1.0,
+        "{lgamma:#}"
+    );
+    // torch-npu 2.14.0 has scatter_reduce.two; the older pinned releases do not.
+    let scatter = detail.contains("aten::scatter_reduce.two at train.py:16");
+    assert_eq!(scatter, version != "2.14.0", "{version}: {fallback:#}");
+
+    let per_sample = check(&report, "pipeline.per_sample");
+    assert_eq!(per_sample["status"], "warn", "{per_sample:#}");
+    assert!(
+        per_sample["detail"]
+            .as_str()
+            .unwrap()
+            .contains("train.py:19 ran 8 times per step, 1 per sample of the batch of 8"),
+        "{per_sample:#}"
+    );
+    let syncs = check(&report, "pipeline.syncs");
+    assert!(
+        syncs["detail"]
+            .as_str()
+            .unwrap()
+            .contains("8 at train.py:19 (_local_scalar_dense)"),
+        "{syncs:#}"
+    );
+    // The loop's 8 and more: Beta's argument validation reads `bool()` of device tensors (train.py:15).
+    let per_step = syncs["data"]["per_step"].as_array().unwrap();
+    assert_eq!(per_step.len(), 2, "{syncs:#}");
+    assert!(
+        per_step.iter().all(|n| n.as_u64().unwrap() >= 8),
+        "{syncs:#}"
     );
 }

@@ -228,6 +228,38 @@ fn float64_tensors_on_the_device_are_counted_with_their_line() {
 }
 
 #[test]
+fn float32_tensors_are_not_counted_as_float64_when_the_harness_applies_the_patcher() {
+    // The entry applies no patcher, so the harness applies ours before the program runs; its
+    // Float64To32 makes the name `torch.float64` float32, which must not turn every float32
+    // tensor of the program into a "float64 tensor".
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("toy");
+    common::set_up_migrate(&root);
+    std::fs::write(
+        root.join("train.py"),
+        "import torch\nimport torch_npu\n\n\ndef main():\n    model = torch.nn.Linear(4, 2).to(\"npu\")\n    \
+         opt = torch.optim.SGD(model.parameters(), lr=0.1)\n    x = torch.randn(8, 4, device=\"npu\")\n    \
+         for _ in range(3):\n        loss = model(x).square().mean()\n        opt.zero_grad()\n        \
+         loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n",
+    )
+    .unwrap();
+    let (_, report) = run(&root, &[]);
+    assert_eq!(check(&report, "static.entry_patcher")["status"], "fail");
+    assert_eq!(
+        check(&report, "pipeline.run")["status"],
+        "pass",
+        "{report:#}"
+    );
+    assert_eq!(
+        check(&report, "pipeline.patches")["status"],
+        "warn",
+        "the harness applied the patcher"
+    );
+    let f64_check = check(&report, "pipeline.float64");
+    assert_eq!(f64_check["status"], "pass", "{f64_check:#}");
+}
+
+#[test]
 fn a_program_without_optimizer_steps_fails() {
     let dir = tempfile::tempdir().unwrap();
     // No `.step()` anywhere: the report says the script does not train, not "0 of 2 steps".
@@ -468,4 +500,119 @@ fn conda_env_runs_the_harness_through_conda_run() {
         "{args}"
     );
     assert_eq!(check(&report, "runtime.device_ops")["status"], "pass");
+}
+
+/// A loop that reads one value of the batch at a time (`.item()` per sample) and its fix.
+const PER_SAMPLE: &str = "import torch\nimport torch_npu\nfrom runtime_patches import build_vla_patcher\n\nbuild_vla_patcher().apply()\n\n\ndef main():\n    model = torch.nn.Linear(4, 1).to(\"npu\")\n    opt = torch.optim.SGD(model.parameters(), lr=0.01)\n    data = torch.utils.data.TensorDataset(torch.randn(48, 4))\n    for (x,) in torch.utils.data.DataLoader(data, batch_size=6):\n        out = model(x.to(\"npu\")).squeeze(1)\n        worst = 0.0\n        for i in range(out.shape[0]):\n            worst = max(worst, out[i].item())\n        loss = out.square().mean()\n        opt.zero_grad()\n        loss.backward()\n        opt.step()\n\n\nif __name__ == \"__main__\":\n    main()\n";
+
+#[test]
+fn record_issues_merges_the_measurements_and_progress_fixed_measures_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("toy");
+    common::set_up_migrate(&root);
+    std::fs::write(root.join("train.py"), PER_SAMPLE).unwrap();
+    let issues = dir.path().join("issues.json");
+    let issues_arg = issues.to_str().unwrap();
+    // The workflow's first step: the scan writes issues.json.
+    let scanner = assert_cmd::cargo::cargo_bin("npu-verify").with_file_name("npu-scan");
+    assert!(
+        scanner.is_file(),
+        "build npu-scan first (`cargo build -p scan`)"
+    );
+    std::process::Command::new(&scanner)
+        .arg(&root)
+        .args(["--output", dir.path().to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(issues.is_file());
+    let args = [
+        "--pipeline",
+        "--emulate-npu",
+        "--timeout",
+        "300",
+        "--steps",
+        "3",
+        "--record-issues",
+        "--issues",
+        issues_arg,
+    ];
+    let (code, report, stderr) = verify_json(&root, &args, &[]);
+    assert_eq!(code, Some(0), "{report:#}\n{stderr}");
+    assert!(stderr.contains("measured issue(s)"), "{stderr}");
+    let file = issue_model::load(&issues).unwrap();
+    let vec: Vec<&issue_model::Issue> = file
+        .issues
+        .iter()
+        .filter(|i| i.pattern == "P_VEC")
+        .collect();
+    assert_eq!(vec.len(), 1, "{:#?}", file.issues);
+    let issue = vec[0];
+    assert_eq!(
+        (issue.file.as_str(), issue.line),
+        ("train.py", 16),
+        "{issue:#?}"
+    );
+    assert!(
+        issue
+            .message
+            .starts_with("measured: 6 runs per step at train.py:16"),
+        "{issue:#?}"
+    );
+    let measured = issue.measured.as_ref().unwrap();
+    assert_eq!(measured.check, "pipeline.per_sample");
+    assert!(
+        measured.verify_args.contains(&"--emulate-npu".to_owned()),
+        "{measured:#?}"
+    );
+    assert!(issue.performance);
+    let id = issue.id.clone();
+
+    // Measured again: the same id, still pending; a rescan leaves it alone.
+    let (_, _, stderr) = verify_json(&root, &args, &[]);
+    assert!(stderr.contains("0 new"), "{stderr}");
+    let again = issue_model::load(&issues).unwrap();
+    assert!(
+        again
+            .issues
+            .iter()
+            .any(|i| i.id == id && i.status == issue_model::Status::Pending)
+    );
+
+    // `npu-progress --fixed` runs the profile again and refuses while the loop is there.
+    let progress = assert_cmd::cargo::cargo_bin("npu-verify").with_file_name("npu-progress");
+    assert!(
+        progress.is_file(),
+        "build npu-progress first (`cargo build -p progress`)"
+    );
+    let refused = std::process::Command::new(&progress)
+        .args([issues_arg, "--fixed", &id])
+        .env("NPU_PATCHER_PYTHON", python())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&refused.stdout).into_owned()
+        + &String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{text}");
+    assert!(text.contains("npu-verify still measures it"), "{text}");
+
+    // Vectorised: the re-measurement no longer shows it, so --fixed marks it fixed.
+    let fixed = PER_SAMPLE.replace(
+        "        for i in range(out.shape[0]):\n            worst = max(worst, out[i].item())\n",
+        "        worst = out.detach().max()\n",
+    );
+    std::fs::write(root.join("train.py"), fixed).unwrap();
+    let done = std::process::Command::new(&progress)
+        .args([issues_arg, "--fixed", &id])
+        .output()
+        .unwrap();
+    let text =
+        String::from_utf8_lossy(&done.stdout).into_owned() + &String::from_utf8_lossy(&done.stderr);
+    assert_eq!(done.status.code(), Some(0), "{text}");
+    let after = issue_model::load(&issues).unwrap();
+    assert!(
+        after
+            .issues
+            .iter()
+            .any(|i| i.id == id && i.status == issue_model::Status::Fixed),
+        "{text}"
+    );
 }

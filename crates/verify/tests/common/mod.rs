@@ -87,6 +87,27 @@ pub fn transfer_source_for(base: &str) -> String {
         )
 }
 
+/// The torch-npu release whose kernel table the emulator uses on the test interpreter's torch: the
+/// pinned wheel (`torch-npu/wheels.json`) that pairs with its base version, if any.
+pub fn paired_torch_npu() -> Option<String> {
+    let out = std::process::Command::new(python())
+        .args(["-c", "import torch; print(torch.__version__.split('+')[0])"])
+        .output()
+        .unwrap();
+    let base = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../torch-npu/wheels.json"))
+            .unwrap(),
+    )
+    .unwrap();
+    manifest["wheels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["torch"] == base.as_str())
+        .map(|w| w["version"].as_str().unwrap().to_owned())
+}
+
 /// `npu-verify <root> --format json --python <test interpreter> <args>` with `env` set (and no
 /// `ASCEND_RT_VISIBLE_DEVICES` from the caller): the exit code, the report and stderr.
 pub fn verify_json(
