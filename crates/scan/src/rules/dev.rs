@@ -136,7 +136,19 @@ impl Rule for DeviceAssumption {
                             );
                         }
                     }
-                    None => {}
+                    None => {
+                        if let (Some(fix), Some(q)) =
+                            (fix.as_mut(), selected::cuda_only_in_class(cx.semantic()))
+                        {
+                            fix.applicability = issue_model::Applicability::Unsafe;
+                            fix.message = format!(
+                                "{}; unsafe: this class also calls `{q}`, CUDA-only code that \
+                                 another device check keeps off the NPU, so accepting \"npu\" here \
+                                 alone sends the NPU down part of the CUDA path",
+                                fix.message
+                            );
+                        }
+                    }
                 }
                 cx.report(expr.range(), message).fix = fix;
                 return;
