@@ -137,15 +137,16 @@ impl Rule for DeviceAssumption {
                         }
                     }
                     None => {
-                        if let (Some(fix), Some(q)) =
-                            (fix.as_mut(), selected::cuda_only_in_class(cx.semantic()))
+                        if let Some(q) = fix
+                            .as_ref()
+                            .and_then(|_| selected::cuda_only_in_class(cx.semantic()))
                         {
-                            fix.applicability = issue_model::Applicability::Unsafe;
-                            fix.message = format!(
-                                "{}; unsafe: this class also calls `{q}`, CUDA-only code that \
-                                 another device check keeps off the NPU, so accepting \"npu\" here \
-                                 alone sends the NPU down part of the CUDA path",
-                                fix.message
+                            fix = None;
+                            message = format!(
+                                "{message}; no automatic fix: this class also calls `{q}`, CUDA-only \
+                                 code that another device check keeps off the NPU, so accepting \
+                                 \"npu\" here alone would send the NPU down part of the CUDA path; \
+                                 change the class's device checks together"
                             );
                         }
                     }
