@@ -28,17 +28,21 @@ on the emulated npu with the real transfer_to_npu (npu-verify --emulate-npu).";
 
 const AFTER_HELP: &str = "\
 Examples:
-  cargo xtask fix-check                          every project of tests/fix-check/projects.json
+  cargo xtask fix-check                          every project of projects.json
   cargo xtask fix-check --project skrl           one project (repeatable)
   cargo xtask fix-check --format json > fc.json  the table as JSON
   cargo xtask fix-check --no-entries             tests only, no emulated entry runs
 
-Caches: sdists and venvs under ~/.cache/npu-patcher/fix-check (or $NPU_PATCHER_VENV_DIR/fix-check);
-the project copies of a run under its work/ directory (kept for reading the fixes and the logs).
+Files: tests/fix-check/projects.json (the projects), tests/fix-check/judged.json
+(judgements of outcomes the unsafe fixes change). Caches: sdists and venvs under
+~/.cache/npu-patcher/fix-check; the copies of the last run, with the scan output
+and pytest logs, under its work/ directory.
 
-Exit codes: 0 every check passed; 1 a safe fix changed a test outcome, an unsafe fix changed one that
-judged.json does not accept, or a fixed entry point failed on the emulated npu; 2 setup error (download,
-venv, pytest could not run).";
+Exit codes:
+  0  every check passed
+  1  a safe fix changed a test outcome, an unsafe fix changed one that judged.json
+     does not accept, or a fixed entry point failed on the emulated npu
+  2  setup error (download, venv, pytest could not run)";
 
 #[derive(clap::Args)]
 #[command(about = ABOUT, long_about = ABOUT, after_help = AFTER_HELP)]
