@@ -12,6 +12,7 @@ mod bench_scan;
 mod codegen;
 mod corpus;
 mod dist;
+mod fix_check;
 mod matrix;
 mod shipped;
 mod support_table;
@@ -57,6 +58,9 @@ enum Command {
     /// Download (cached, sha256-checked) the pinned torch-npu wheels of `torch-npu/wheels.json`
     /// and extract their Python sources; print each version and its directory.
     TorchNpu(torch_npu::Args),
+    /// Run the CPU tests of pinned public projects before and after `npu-scan --fix` and
+    /// `--fix --unsafe-fixes`, and their fixed entry points on the emulated npu.
+    FixCheck(fix_check::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
@@ -109,6 +113,7 @@ fn main() -> Result<()> {
         Command::Matrix(args) => run_matrix(&args),
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
+        Command::FixCheck(args) => fix_check::run(&args),
     }
 }
 

@@ -2,8 +2,8 @@
 //!
 //! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
 //! (`cargo xtask torch-npu`), the cargo tests, the scanner
-//! on the real-code corpus (`accuracy --corpus`), the release bundle (with `--offline-build`, then its
-//! offline rebuild: [`crate::dist::check_offline_build`]), pytest over `tests/`, then
+//! on the real-code corpus (`accuracy --corpus`), one small project through `fix-check`, the
+//! release bundle (with `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest over `tests/`, then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
 //! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
 //! check. Every step runs even when an earlier one fails, so one run shows everything that is
@@ -119,6 +119,17 @@ pub fn run(args: &Args) -> Result<()> {
         eprintln!("xtask: error: {e:#}");
     }
     steps.step("accuracy --corpus", corpus.is_ok(), t);
+
+    // One small real project through `cargo xtask fix-check` (its tests before and after
+    // `npu-scan --fix` and `--unsafe-fixes`; the full check is `cargo xtask fix-check`).
+    let t = Instant::now();
+    let ok = duct::cmd!(std::env::current_exe()?, "fix-check", "--project", "skrl")
+        .dir(&root)
+        .unchecked()
+        .run()?
+        .status
+        .success();
+    steps.step("fix-check --project skrl", ok, t);
 
     let t = Instant::now();
     // With its tarball: the bundle-only end-to-end test starts from the unpacked archive.

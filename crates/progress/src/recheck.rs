@@ -18,8 +18,9 @@ pub enum Recheck {
 
 /// Scan `issue`'s file again.
 ///
-/// The finding counts as still present when the scan reports the same finding (same pattern,
-/// enclosing symbol and normalized code, which is its fingerprint up to the occurrence index)
+/// The finding counts as still present when the scan reports the same finding (same pattern
+/// and file, and the same fingerprint by `issue_model::same_finding`, or the same enclosing
+/// symbol and normalized code)
 /// more times than there are other not-yet-fixed issues with that description: fixing the
 /// first of two identical findings renumbers the second, which then has the first one's
 /// fingerprint.
@@ -51,14 +52,16 @@ pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) 
             issue.file, unparsed.reason
         ));
     }
-    // The same finding: pattern, file, symbol and code up to whitespace. The cheap fields are
-    // compared first; a large issues.json has many issues and few in this file.
+    // The same finding: pattern and file, and the same fingerprint as `issue_model::same_finding`
+    // decides (its line part, or its anchor, which survives edits of the line's text), or the
+    // same symbol and code up to whitespace. The cheap fields are compared first; a large
+    // issues.json has many issues and few in this file.
     let wanted_code = normalize_snippet(&issue.snippet);
     let same = |i: &Issue| {
         i.pattern == issue.pattern
             && i.file == issue.file
-            && i.symbol == issue.symbol
-            && normalize_snippet(&i.snippet) == wanted_code
+            && (issue_model::same_finding(&i.fingerprint, &issue.fingerprint)
+                || (i.symbol == issue.symbol && normalize_snippet(&i.snippet) == wanted_code))
     };
     let mut found: Vec<Issue> = result.issues.into_iter().filter(|i| same(i)).collect();
     if found.is_empty() {

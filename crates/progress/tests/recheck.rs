@@ -218,3 +218,35 @@ def upload(history, device):
     assert_eq!(code, 0, "{out}{err}");
     assert_contains(&out, &format!("{id}: marked fixed"));
 }
+
+/// An edit of the finding's line that keeps the finding (here a renamed variable, the float64
+/// still there) is refused: the re-check matches the finding by its anchored fingerprint
+/// (`issue_model::same_finding`), not only by the line's text.
+#[test]
+fn an_edit_that_keeps_the_finding_is_refused() {
+    let f = Fixture::empty();
+    f.write(
+        "proj/step.py",
+        "import torch\n\n\ndef step(device):\n    w = torch.zeros(3, dtype=torch.float64).to(device)\n    return w\n",
+    );
+    let result =
+        scan::scan(&f.path("proj"), &scan::Settings::default()).unwrap_or_else(|e| panic!("{e}"));
+    scan::write_issues_json(f.dir.path(), "proj", &result).unwrap_or_else(|e| panic!("{e}"));
+    let id = f
+        .load()
+        .issues
+        .into_iter()
+        .find(|i| i.pattern == "P_F64" && i.file == "step.py")
+        .map(|i| i.id)
+        .expect("the scanner must report the float64 tensor");
+    f.write(
+        "proj/step.py",
+        "import torch\n\n\ndef step(device):\n    weights = torch.zeros(3, dtype=torch.float64).to(device)\n    return weights\n",
+    );
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &id]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert_contains(
+        &out,
+        &format!("{id} is not fixed: the scanner still finds it:"),
+    );
+}

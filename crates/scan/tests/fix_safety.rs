@@ -423,3 +423,295 @@ fn an_entry_imported_by_another_sets_up_only_as_the_program() {
         );
     }
 }
+
+// The cases below come from reading the fixes `--fix` and `--fix --unsafe-fixes` applied to
+// public projects (tests/fix-check/review.tsv): each was wrong before its rule changed.
+
+/// float64 that the code already chooses under a condition (its own precision option, or a
+/// device it knows lacks float64) gets no fix: float32 in both arms makes the choice dead.
+#[test]
+fn f64_chosen_by_a_condition_gets_no_fix() {
+    let found = fixes(
+        "P_F64",
+        &[(
+            "pkg/rope.py",
+            r"import torch
+
+
+class Rope(torch.nn.Module):
+    def __init__(self, double_precision=True):
+        super().__init__()
+        self.double_precision = double_precision
+
+    def forward(self, x):
+        freqs_dtype = torch.float64 if self.double_precision else torch.float32
+        sigmas_dtype = torch.float32 if torch.backends.mps.is_available() else torch.float64
+        freqs = torch.arange(4, dtype=freqs_dtype, device=x.device)
+        sigmas = torch.arange(4, dtype=sigmas_dtype, device=x.device)
+        return freqs, sigmas, x.to(torch.float64)
+",
+        )],
+    );
+    for line in [10, 11] {
+        let f = on_line(&found, line);
+        assert_eq!(f.fix, None, "{f:?}");
+        assert!(f.message.contains("no automatic fix"), "{f:?}");
+        assert!(f.message.contains("condition"), "{f:?}");
+    }
+    assert_eq!(on_line(&found, 14).fix, Some(Applicability::Unsafe));
+}
+
+/// float64 in a function that probes float64 support gets no fix: with float32 the probe
+/// always succeeds.
+#[test]
+fn f64_in_a_float64_probe_gets_no_fix() {
+    let found = fixes(
+        "P_F64",
+        &[(
+            "pkg/utils.py",
+            r"import torch
+
+
+def _is_torch_fp64_available(device):
+    try:
+        x = torch.zeros((2, 2), dtype=torch.float64).to(device)
+        _ = torch.mul(x, x)
+        return True
+    except Exception:
+        return False
+
+
+def model_state(device):
+    return torch.zeros((2, 2), dtype=torch.float64).to(device)
+",
+        )],
+    );
+    let probe = on_line(&found, 6);
+    assert_eq!(probe.fix, None, "{probe:?}");
+    assert!(
+        probe.message.contains("`_is_torch_fp64_available`"),
+        "{probe:?}"
+    );
+    assert_eq!(on_line(&found, 14).fix, Some(Applicability::Unsafe));
+}
+
+/// A float64 cast that goes straight to the CPU (`.to(torch.float64).cpu()`) does its float64
+/// math on the CPU: float32 there only loses precision, so no fix; the message says to cast
+/// after `.cpu()`.
+#[test]
+fn f64_cast_then_cpu_gets_no_fix() {
+    let found = fixes(
+        "P_F64",
+        &[(
+            "pkg/layer.py",
+            r"import torch
+
+
+class Layer(torch.nn.Module):
+    def init_weights(self, W):
+        w = W.detach().to(torch.float64).cpu()
+        q, r = torch.linalg.qr(w)
+        return q
+
+    def forward(self, W):
+        return W.to(torch.float64).sum()
+",
+        )],
+    );
+    let cast = on_line(&found, 6);
+    assert_eq!(cast.fix, None, "{cast:?}");
+    assert!(cast.message.contains("after `.cpu()`"), "{cast:?}");
+    assert_eq!(on_line(&found, 11).fix, Some(Applicability::Unsafe));
+}
+
+/// A comparison that decides whether tests are skipped gets no fix: the tests it gates were
+/// not read, and the skip reason says they need CUDA.
+#[test]
+fn dev_skip_condition_gets_no_fix() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "pkg/testing_utils.py",
+            r#"import unittest
+
+import pytest
+import torch
+
+torch_device = "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def require_torch_gpu(test_case):
+    return unittest.skipUnless(torch_device == "cuda", "test requires PyTorch+CUDA")(test_case)
+
+
+skip_without_cuda = pytest.mark.skipif(torch_device != "cuda", reason="needs CUDA")
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+"#,
+        )],
+    );
+    for line in [10, 13] {
+        let f = on_line(&found, line);
+        assert_eq!(f.fix, None, "{f:?}");
+        assert!(f.message.contains("skip"), "{f:?}");
+    }
+    assert_eq!(on_line(&found, 17).fix, Some(Applicability::Safe));
+}
+
+/// A branch that calls a torch overload with no NPU kernel (`torch.mm(..., out_dtype=)`, the
+/// `aten::mm.dtype` overload, has CUDA and Meta kernels only) gets no fix.
+#[test]
+fn dev_branch_with_cuda_only_overload_gets_no_fix() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "pkg/kernels.py",
+            r#"import torch
+
+
+def project(tile, h, w, dtype):
+    if tile.device.type == "cuda" and dtype in (torch.float16, torch.bfloat16):
+        torch.mm(h, w, out_dtype=torch.float32, out=tile)
+    else:
+        torch.mm(h.float(), w.float(), out=tile)
+
+
+def accumulate(acc, a, b):
+    if acc.device.type == "cuda":
+        torch.addmm(acc, a, b, out_dtype=torch.float32, out=acc)
+    else:
+        acc.addmm_(a.float(), b.float())
+
+
+def plain(a, b):
+    if a.device.type == "cuda":
+        torch.cuda.synchronize()
+    return torch.mm(a, b)
+"#,
+        )],
+    );
+    for (line, why) in [(5, "aten::mm.dtype"), (12, "aten::addmm.dtype")] {
+        let f = on_line(&found, line);
+        assert_eq!(f.fix, None, "{f:?}");
+        assert!(f.message.contains(why), "{f:?}");
+    }
+    assert_eq!(on_line(&found, 19).fix, Some(Applicability::Safe));
+}
+
+/// A flag whose branch asks a library for its Triton backend by name gets no fix.
+#[test]
+fn dev_flag_selecting_triton_backend_gets_no_fix() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "bench.py",
+            r#"import torch
+from torchrl.modules import GRUModule
+
+
+def make(device):
+    triton_supported = device.type == "cuda"
+    mod = None
+    if triton_supported:
+        mod = GRUModule(input_size=4, hidden_size=4, recurrent_backend="triton", device=device)
+    return mod
+"#,
+        )],
+    );
+    let f = on_line(&found, 6);
+    assert_eq!(f.fix, None, "{f:?}");
+    assert!(f.message.contains("recurrent_backend=\"triton\""), "{f:?}");
+}
+
+/// A GPU count chosen by a comparison and handed to code outside torch (a scheduler such as
+/// Ray counts CUDA GPUs only) gets no fix.
+#[test]
+fn dev_gpu_count_for_outside_code_gets_no_fix() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "bench.py",
+            r#"import torch
+from ray import tune
+
+
+def run(device):
+    num_gpus = 0.5 if device == "cuda" else 0
+    batch = 64 if device == "cuda" else 8
+    tune.run("PPO", config={"num_gpus": num_gpus, "batch": batch})
+    return torch.zeros(batch)
+"#,
+        )],
+    );
+    let f = on_line(&found, 6);
+    assert_eq!(f.fix, None, "{f:?}");
+    assert!(f.message.contains("`num_gpus`"), "{f:?}");
+    assert_eq!(on_line(&found, 7).fix, Some(Applicability::Safe));
+}
+
+/// A flag that also turns on CUDA graphs makes the fix unsafe: the NPU would capture graphs.
+#[test]
+fn dev_flag_turning_on_cuda_graphs_is_unsafe() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "trainer.py",
+            r#"import torch
+
+
+class Trainer:
+    def settings(self, device):
+        is_cuda = device.type == "cuda"
+        compile_step = is_cuda if self.compile_step is None else self.compile_step
+        cudagraph = is_cuda if self.cudagraph is None else self.cudagraph
+        return compile_step, cudagraph
+"#,
+        )],
+    );
+    let f = on_line(&found, 6);
+    assert_eq!(f.fix, Some(Applicability::Unsafe), "{f:?}");
+    assert!(f.fix_message.contains("`cudagraph`"), "{f:?}");
+}
+
+/// In a class that builds a CUDA-only object outside torch (a CUDA extension's class), no
+/// comparison gets a fix: they must agree with the one that keeps the NPU off that object, or
+/// the NPU takes half of the CUDA path.
+#[test]
+fn dev_class_with_unfixable_comparison_gives_the_others_no_fix() {
+    let found = fixes(
+        "P_DEV",
+        &[(
+            "pkg/sampler.py",
+            r#"import torch
+
+from pkg._ext import CudaSumTree, SumTree
+
+
+class Sampler:
+    def tree_device(self, device):
+        if device.type == "cuda":
+            return device
+        return None
+
+    def init(self):
+        if self.device.type == "cuda":
+            self.tree = CudaSumTree(self.device)
+        else:
+            self.tree = SumTree()
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+"#,
+        )],
+    );
+    let f = on_line(&found, 8);
+    assert_eq!(f.fix, None, "{f:?}");
+    assert!(f.message.contains("`pkg._ext.CudaSumTree`"), "{f:?}");
+    assert_eq!(on_line(&found, 13).fix, None);
+    assert_eq!(on_line(&found, 20).fix, Some(Applicability::Safe));
+}

@@ -136,7 +136,20 @@ impl Rule for DeviceAssumption {
                             );
                         }
                     }
-                    None => {}
+                    None => {
+                        if let Some(q) = fix
+                            .as_ref()
+                            .and_then(|_| selected::cuda_only_in_class(cx.semantic()))
+                        {
+                            fix = None;
+                            message = format!(
+                                "{message}; no automatic fix: this class also calls `{q}`, CUDA-only \
+                                 code that another device check keeps off the NPU, so accepting \
+                                 \"npu\" here alone would send the NPU down part of the CUDA path; \
+                                 change the class's device checks together"
+                            );
+                        }
+                    }
                 }
                 cx.report(expr.range(), message).fix = fix;
                 return;

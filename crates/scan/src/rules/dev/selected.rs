@@ -61,6 +61,15 @@ pub(super) fn unmapped_in_selected(
         CmpOp::NotEq | CmpOp::IsNot | CmpOp::NotIn => Taken::Else,
         _ => return None,
     };
+    // `unittest.skipUnless(device == "cuda", ...)`: what runs is the tests it gates.
+    if let Some(q) = sem.exprs().iter().rev().find_map(|parent| match parent {
+        Expr::Call(call) => sem.resolve(&call.func).filter(|q| is_test_skip(q)),
+        _ => None,
+    }) {
+        return Some(Selected::Unmapped(format!(
+            "a test skip condition (`{q}`), and the tests it gates were not read"
+        )));
+    }
     // The comparison's polarity through `not` and boolean operators up to the test that holds it.
     let mut taken = on_cuda;
     for parent in sem.exprs().iter().rev() {
@@ -77,6 +86,18 @@ pub(super) fn unmapped_in_selected(
                 }
                 if let Some(why) = branches.iter().find_map(|b| in_expr(sem, b)) {
                     return Some(why);
+                }
+                // `num_gpus = 0.5 if device == "cuda" else 0`: a count of CUDA GPUs.
+                if let Some(Stmt::Assign(a)) = sem.current_stmt()
+                    && let [Expr::Name(target)] = a.targets.as_slice()
+                    && std::ptr::eq(a.value.as_ref(), *parent)
+                    && is_gpu_count(target.id.as_str())
+                {
+                    return Some(Selected::Unmapped(format!(
+                        "`{}`, a count of CUDA GPUs for code outside torch (a scheduler such as \
+                         Ray counts CUDA GPUs only)",
+                        target.id
+                    )));
                 }
                 // `render_gpu = device.index if device.type == "cuda" else 0`: follow the index.
                 if !branches.iter().any(|b| is_device_index_argument(sem, b)) {
@@ -110,7 +131,7 @@ pub(super) fn unmapped_in_selected(
         // `use_graphs = device.type == "cuda"`, then `if use_graphs:` (or `if self.use_graphs:`
         // in another method).
         Stmt::Assign(a) if a.value.range() == whole.range() => match a.targets.as_slice() {
-            [target] => flag_uses(sem, target, taken),
+            [target] => graph_setting(sem, target).or_else(|| flag_uses(sem, target, taken)),
             _ => None,
         },
         Stmt::AnnAssign(a)
@@ -309,6 +330,28 @@ fn unmapped_call(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
     if gate::is_cuda_only_name(&q) || in_module(&q, NVIDIA_ONLY_LIBRARIES) {
         return Some(format!("`{q}`, a CUDA-only library"));
     }
+    if names_cuda_class(&q) {
+        return Some(format!("`{q}`, a CUDA class outside torch"));
+    }
+    for keyword in &call.keywords {
+        if let Some(arg) = &keyword.arg
+            && let Expr::Constant(c) = &keyword.value
+            && let ast::Constant::Str(value) = &c.value
+            && gate::is_cuda_only_name(value)
+        {
+            return Some(format!(
+                "`{arg}=\"{value}\"`, which asks `{q}` for a CUDA-only library"
+            ));
+        }
+    }
+    if let Some((_, keyword, overload)) = CUDA_KERNEL_ONLY
+        .iter()
+        .find(|(f, k, _)| *f == q && call.keywords.iter().any(|kw| kw.arg.as_deref() == Some(*k)))
+    {
+        return Some(format!(
+            "`{q}` with `{keyword}=` ({overload}), which torch implements for CUDA only"
+        ));
+    }
     if !outside_torch(&q) {
         return None;
     }
@@ -454,4 +497,105 @@ fn reads_device_index(sem: &Semantic<'_>, expr: &Expr) -> bool {
         Expr::Name(_) | Expr::Attribute(_) => super::is_ordinal(e),
         _ => false,
     })
+}
+
+/// torch overloads that have a CUDA kernel and no other device kernel (their dispatch table in
+/// torch 2.14, `torch._C._dispatch_dump`, lists CUDA and Meta only, and no pinned torch-npu
+/// registers one): the function, the keyword that selects the overload, the overload.
+const CUDA_KERNEL_ONLY: &[(&str, &str, &str)] = &[
+    ("torch.mm", "out_dtype", "aten::mm.dtype"),
+    ("torch.addmm", "out_dtype", "aten::addmm.dtype"),
+    ("torch.bmm", "out_dtype", "aten::bmm.dtype"),
+    ("torch.baddbmm", "out_dtype", "aten::baddbmm.dtype"),
+];
+
+/// The functions and decorators that skip tests on a condition.
+fn is_test_skip(q: &str) -> bool {
+    matches!(
+        q,
+        "unittest.skipIf"
+            | "unittest.skipUnless"
+            | "pytest.mark.skipif"
+            | "pytest.skip"
+            | "pytest.mark.xfail"
+    )
+}
+
+/// A name that holds a number of GPUs (`num_gpus`, `gpus_per_worker`, `n_gpu`, `gpu_count`).
+fn is_gpu_count(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    let words: Vec<&str> = lower.split('_').collect();
+    words.contains(&"gpus")
+        || (words.contains(&"gpu") && words.iter().any(|w| matches!(*w, "num" | "n" | "count")))
+}
+
+/// A class outside torch named for CUDA (`CudaSumSegmentTreeFp32`, `CUDAKernel`): a CUDA
+/// extension's object, which nothing remaps.
+fn names_cuda_class(q: &str) -> bool {
+    if q.starts_with("torch.") || !q.contains('.') {
+        return false;
+    }
+    let last = q.rsplit('.').next().unwrap_or(q);
+    ["Cuda", "CUDA"].iter().any(|prefix| {
+        last.strip_prefix(prefix)
+            .and_then(|rest| rest.chars().next())
+            .is_some_and(char::is_uppercase)
+    })
+}
+
+/// `cudagraph = is_cuda if ... else ...` after `is_cuda = device.type == "cuda"`: the flag
+/// also turns on CUDA graphs, which the NPU would capture as its own graphs.
+fn graph_setting(sem: &Semantic<'_>, target: &Expr) -> Option<Selected> {
+    let Expr::Name(flag) = target else {
+        return None;
+    };
+    let body = enclosing_body(sem, false)?;
+    let mut stmts = Vec::new();
+    crate::analysis::statements(body, &mut stmts);
+    stmts.into_iter().find_map(|stmt| {
+        let Stmt::Assign(a) = stmt else { return None };
+        let [Expr::Name(setting)] = a.targets.as_slice() else {
+            return None;
+        };
+        let lower = setting.id.to_ascii_lowercase();
+        let graphs = lower.contains("cudagraph") || lower.contains("cuda_graph");
+        let reads_flag = crate::analysis::find_in_expr(&a.value)
+            .into_iter()
+            .any(|e| matches!(e, Expr::Name(n) if n.id == flag.id));
+        (graphs && reads_flag).then(|| {
+            Selected::Replaced(format!(
+                "`{}`, a CUDA-graph setting read from this flag",
+                setting.id
+            ))
+        })
+    })
+}
+
+/// A CUDA-only call (a CUDA-only library, a CUDA class outside torch) anywhere in the class
+/// the comparison is in: its other device checks keep the NPU off that code, so accepting
+/// `"npu"` in this one alone sends the NPU down half of the CUDA path.
+pub(super) fn cuda_only_in_class(sem: &Semantic<'_>) -> Option<String> {
+    let class = enclosing_body(sem, true)?;
+    let methods = class.iter().filter_map(|s| match s {
+        Stmt::FunctionDef(f) => Some(&f.body[..]),
+        Stmt::AsyncFunctionDef(f) => Some(&f.body[..]),
+        _ => None,
+    });
+    let mut found = None;
+    for body in std::iter::once(class).chain(methods) {
+        crate::analysis::try_each_expr(body, |expr| {
+            if let Expr::Call(call) = expr
+                && let Some(q) = sem.resolve(&call.func)
+                && (gate::is_cuda_only_name(&q) || names_cuda_class(&q))
+            {
+                found = Some(q);
+                return ControlFlow::Break(());
+            }
+            ControlFlow::Continue(())
+        });
+        if found.is_some() {
+            break;
+        }
+    }
+    found
 }

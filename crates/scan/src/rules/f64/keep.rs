@@ -5,7 +5,7 @@
 
 use crate::checker::Checker;
 use crate::semantic::Semantic;
-use crate::source::ast::{self, Expr, Stmt};
+use crate::source::ast::{self, Expr, Ranged, Stmt};
 
 /// Why float64 at `expr` is meant and gets no fix, if it is.
 pub(super) fn reason(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
@@ -36,6 +36,31 @@ pub(super) fn reason(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
             "`{name}` is a reference implementation ({evidence}), whose float64 is the precision \
              other code is checked against"
         ));
+    }
+    if let Some(other) = chosen_by_condition(cx, sem, expr) {
+        return Some(format!(
+            "the code already chooses float64 here under a condition (the other choice is \
+             `{other}`), so float32 in both would make that choice dead; make the condition pick \
+             `{other}` on the NPU (turn the precision option off, or add the NPU to the devices \
+             it tests)"
+        ));
+    }
+    if let Some(name) = defs
+        .iter()
+        .map(|d| d.0)
+        .find(|n| words(n).any(|w| matches!(w.as_str(), "fp64" | "float64" | "f64")))
+    {
+        return Some(format!(
+            "`{name}` probes or decides float64 support, and float32 there changes its answer"
+        ));
+    }
+    if cast_then_cpu(sem, expr) {
+        return Some(
+            "the float64 math runs on the CPU (`.cpu()` follows the cast), so float32 would only \
+             lose precision there; cast after `.cpu()` instead (`x.cpu().to(torch.float64)`), \
+             which keeps float64 off the device"
+                .into(),
+        );
     }
     helper_receiving(cx, sem, expr).map(|helper| {
         format!("the dtype goes to the project's own `{helper}`, which decides what to do with it")
@@ -229,4 +254,43 @@ fn own_package_root(path: &str) -> Option<String> {
 
 fn is_own(q: &str, root: Option<&str>) -> bool {
     root.is_some_and(|r| q.split('.').next() == Some(r))
+}
+
+/// `torch.float64 if option else torch.float32`: the other arm of the conditional that holds
+/// the float64 dtype directly, when it is another torch dtype.
+fn chosen_by_condition(cx: &Checker<'_>, sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
+    let Some(Expr::IfExp(e)) = sem.parent_expr() else {
+        return None;
+    };
+    let other = if e.body.range() == expr.range() {
+        &e.orelse
+    } else if e.orelse.range() == expr.range() {
+        &e.body
+    } else {
+        return None;
+    };
+    let q = sem.resolve(other)?;
+    (q.starts_with("torch.") && super::is_dtype_name(&q) && !super::is_float64_name(&q))
+        .then(|| cx.slice(other.range()).to_owned())
+}
+
+/// The float64 cast at `expr` (`x.double()`, or the dtype of `x.to(torch.float64)`) is moved
+/// to the CPU at once: `x.to(torch.float64).cpu()`.
+fn cast_then_cpu(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let ancestors = sem.exprs();
+    let mut up = ancestors.iter().rev().copied();
+    let cast = match expr {
+        Expr::Call(_) => expr,
+        _ => match up.next() {
+            Some(call @ Expr::Call(c)) if matches!(c.func.as_ref(), Expr::Attribute(a) if matches!(a.attr.as_str(), "to" | "type")) => {
+                call
+            }
+            _ => return false,
+        },
+    };
+    matches!(
+        (up.next(), up.next()),
+        (Some(Expr::Attribute(a)), Some(Expr::Call(_)))
+            if a.attr.as_str() == "cpu" && a.value.range() == cast.range()
+    )
 }
