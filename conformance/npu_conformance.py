@@ -10,6 +10,8 @@ Loaded with ``-p npu_conformance`` (this folder on ``PYTHONPATH``). Environment:
   a measurement over it would not be one of the real module.
 - ``NPU_CONFORMANCE_DEFAULT_DEVICE``: when set (``npu``), ``torch.set_default_device`` of it, for suites that
   never choose a device.
+- ``NPU_CONFORMANCE_TIMEOUT``: seconds one test may run (setup, call and teardown each); past it the test
+  fails with ``TestTimeout`` and the run goes on (``SIGALRM``: the test must run in the main thread).
 - ``NPU_CONFORMANCE_RESULTS``: the JSON-lines file written as the run goes: one ``start`` line per test before it
   runs (so a crash of the interpreter names its test), one ``outcome`` line per test, a ``session`` line first
   (mode, torch, which transfer_to_npu ran) and a ``finish`` line last.
@@ -20,6 +22,7 @@ Outcomes: ``passed``, ``failed``, ``skipped``, ``error`` (setup, teardown or col
 
 import json
 import os
+import signal
 import sys
 
 import pytest
@@ -106,6 +109,56 @@ def _outcome(report):
     if report.skipped:
         return "skipped"
     return None  # a passed setup or teardown says nothing yet
+
+
+class TestTimeout(Exception):
+    """A test ran past ``NPU_CONFORMANCE_TIMEOUT``."""
+
+
+def _on_alarm(signum, frame):
+    raise TestTimeout("the test ran past NPU_CONFORMANCE_TIMEOUT={}s".format(os.environ.get("NPU_CONFORMANCE_TIMEOUT")))
+
+
+def _timed():
+    seconds = float(os.environ.get("NPU_CONFORMANCE_TIMEOUT") or 0)
+    if seconds <= 0 or not hasattr(signal, "setitimer"):
+        return None
+    previous = signal.signal(signal.SIGALRM, _on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    return previous
+
+
+def _untimed(previous):
+    if previous is not None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    previous = _timed()
+    try:
+        yield
+    finally:
+        _untimed(previous)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    previous = _timed()
+    try:
+        yield
+    finally:
+        _untimed(previous)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    previous = _timed()
+    try:
+        yield
+    finally:
+        _untimed(previous)
 
 
 def pytest_runtest_logstart(nodeid, location):

@@ -10,6 +10,7 @@ mod bench_patches;
 mod bench_progress;
 mod bench_scan;
 mod codegen;
+mod conformance;
 mod corpus;
 mod dist;
 mod matrix;
@@ -57,6 +58,9 @@ enum Command {
     /// Download (cached, sha256-checked) the pinned torch-npu wheels of `torch-npu/wheels.json`
     /// and extract their Python sources; print each version and its directory.
     TorchNpu(torch_npu::Args),
+    /// The emulated npu on real projects' test suites: each suite on the CPU and on the npu with
+    /// the real `transfer_to_npu`, every difference classified (conformance/README.md).
+    Conformance(conformance::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
@@ -109,6 +113,7 @@ fn main() -> Result<()> {
         Command::Matrix(args) => run_matrix(&args),
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
+        Command::Conformance(args) => std::process::exit(conformance::main(&args)),
     }
 }
 
