@@ -3,9 +3,10 @@
 //! Each `differences` entry matches tests of one project by node id (`*` matches any run of
 //! characters), optionally by the two outcomes and by a fragment of the npu run's message, and
 //! gives a class: `npu-restriction` (a documented NPU restriction: `cite` names the line of
-//! `assets/references/NPU-FACTS.md` or the file of the torch-npu wheel that documents it) or
-//! `nondeterministic` (the test draws unseeded random numbers; its outcome varies from run to run
-//! on the CPU too). `fixed` entries record emulator bugs that made a difference and were fixed, each
+//! `assets/references/NPU-FACTS.md` or the file of the torch-npu wheel that documents it),
+//! `emulator-limitation` (a known difference of the emulated device that cannot be removed, `cite`
+//! names its line in `assets/emulator/README.md`) or `nondeterministic` (the test draws unseeded
+//! random numbers; its outcome varies from run to run on the CPU too). `fixed` entries record emulator bugs that made a difference and were fixed, each
 //! with its regression test under `tests/python/emulator`; such a difference seen again is a
 //! regression, never classified.
 
@@ -31,6 +32,7 @@ struct File {
 #[serde(rename_all = "kebab-case")]
 pub(crate) enum Class {
     NpuRestriction,
+    EmulatorLimitation,
     Nondeterministic,
 }
 
@@ -93,6 +95,24 @@ pub(crate) fn read(path: &Path, root: &Path) -> Result<Classified> {
                 )
             }
             (Class::NpuRestriction, Some(cite)) => {
+                if cite.starts_with("emulator/README.md") {
+                    bail!(
+                        "{at}: an npu-restriction cites NPU-FACTS.md or a torch_npu file, not the emulator's README"
+                    );
+                }
+                if let Some(problem) = cite_problem(cite, root) {
+                    bail!("{at}: {problem}");
+                }
+            }
+            (Class::EmulatorLimitation, cite) => {
+                let Some(cite) = cite
+                    .as_deref()
+                    .filter(|c| c.starts_with("emulator/README.md"))
+                else {
+                    bail!(
+                        "{at}: an emulator-limitation cites the line of emulator/README.md that documents it"
+                    );
+                };
                 if let Some(problem) = cite_problem(cite, root) {
                     bail!("{at}: {problem}");
                 }
@@ -112,22 +132,45 @@ pub(crate) fn read(path: &Path, root: &Path) -> Result<Classified> {
     })
 }
 
-/// Why `cite` does not name a real line of the facts file or a file of a torch-npu wheel.
+/// Why `cite` does not name a real line (`<file>:<line>`) or passage (`<file> "<words>"`) of the
+/// facts file or the emulator's README, or a file of a torch-npu wheel.
 fn cite_problem(cite: &str, root: &Path) -> Option<String> {
-    if let Some(line) = cite.strip_prefix("NPU-FACTS.md:") {
-        let facts = root.join("assets/references/NPU-FACTS.md");
-        let lines = std::fs::read_to_string(&facts).ok()?.lines().count();
-        return match line
-            .split(|c: char| !c.is_ascii_digit())
-            .next()?
-            .parse::<usize>()
-        {
-            Ok(n) if (1..=lines).contains(&n) => None,
-            _ => Some(format!(
-                "cite {cite:?}: {} has no such line ({lines} lines)",
-                facts.display()
-            )),
+    let documents = [
+        ("NPU-FACTS.md", "assets/references/NPU-FACTS.md"),
+        ("emulator/README.md", "assets/emulator/README.md"),
+    ];
+    if let Some((rest, file)) = documents
+        .iter()
+        .find_map(|(name, file)| cite.strip_prefix(name).map(|rest| (rest, file)))
+    {
+        let path = root.join(file);
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Some(format!("cite {cite:?}: cannot read {}", path.display()));
         };
+        if let Some(line) = rest.strip_prefix(':') {
+            let lines = text.lines().count();
+            return match line
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .map(str::parse::<usize>)
+            {
+                Some(Ok(n)) if (1..=lines).contains(&n) => None,
+                _ => Some(format!(
+                    "cite {cite:?}: {} has no such line ({lines} lines)",
+                    path.display()
+                )),
+            };
+        }
+        if let Some(words) = rest.strip_prefix(" \"").and_then(|r| r.strip_suffix('"')) {
+            return if text.contains(words) {
+                None
+            } else {
+                Some(format!(
+                    "cite {cite:?}: {} does not say {words:?}",
+                    path.display()
+                ))
+            };
+        }
     }
     if let Some(rest) = cite.strip_prefix("torch_npu ") {
         // `torch_npu <version> <path inside the wheel>[:line]`
@@ -149,7 +192,8 @@ fn cite_problem(cite: &str, root: &Path) -> Option<String> {
         };
     }
     Some(format!(
-        "cite {cite:?}: expected `NPU-FACTS.md:<line>` or `torch_npu <version> <path>`"
+        "cite {cite:?}: expected `NPU-FACTS.md:<line>`, `emulator/README.md \"<words>\"` or \
+         `torch_npu <version> <path>`"
     ))
 }
 
@@ -312,6 +356,8 @@ mod tests {
         assert!(cite_problem("NPU-FACTS.md:40", &root).is_none());
         assert!(cite_problem("NPU-FACTS.md:999999", &root).is_some());
         assert!(cite_problem("a blog post", &root).is_some());
+        assert!(cite_problem("emulator/README.md \"type(t) is torch.Tensor\"", &root).is_none());
+        assert!(cite_problem("emulator/README.md \"no such passage here\"", &root).is_some());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.json");
         std::fs::write(

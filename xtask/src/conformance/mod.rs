@@ -11,7 +11,7 @@
 //! `conformance/README.md`.
 
 mod classify;
-mod report;
+pub(crate) mod report;
 pub(crate) mod suite;
 
 use anyhow::{Context, Result, bail};

@@ -106,6 +106,7 @@ fn percent(part: usize, whole: usize) -> f64 {
 fn class_name(c: Class) -> &'static str {
     match c {
         Class::NpuRestriction => "npu-restriction",
+        Class::EmulatorLimitation => "emulator-limitation",
         Class::Nondeterministic => "nondeterministic",
     }
 }
