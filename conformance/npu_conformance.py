@@ -8,6 +8,8 @@ Loaded with ``-p npu_conformance`` (this folder on ``PYTHONPATH``). Environment:
   ``from torch_npu.contrib import transfer_to_npu`` run the real ``transfer_to_npu.py`` of the torch-npu wheel
   under ``NPU_PATCHER_TORCH_NPU_DIR``, so that code choosing ``cuda`` runs on the npu. The stand-in is refused:
   a measurement over it would not be one of the real module.
+- ``NPU_CONFORMANCE_RESTRICTIONS``: ``off`` switches every restriction group of the emulator off (float64,
+  numpy, ...), so that the run shows how the emulated device computes where a real NPU would refuse.
 - ``NPU_CONFORMANCE_DEFAULT_DEVICE``: when set (``npu``), ``torch.set_default_device`` of it, for suites that
   never choose a device.
 - ``NPU_CONFORMANCE_TIMEOUT``: seconds one test may run (setup, call and teardown each); past it the test
@@ -48,6 +50,9 @@ def _setup_npu():
     import npu_emulator
 
     npu_emulator.install()
+    if os.environ.get("NPU_CONFORMANCE_RESTRICTIONS") == "off":
+        for name in npu_emulator.enabled_restrictions():
+            npu_emulator.set_restriction(name, False)
     import torch_npu  # noqa: F401  (the emulator's torch_npu package)
     from torch_npu.contrib import transfer_to_npu
 
@@ -67,8 +72,12 @@ def pytest_configure(config):
         _FILE = open(path, "w", encoding="utf-8")
     mode = os.environ.get("NPU_CONFORMANCE_MODE", "cpu")
     source = None
+    restrictions = None
     if mode == "npu":
         source = _setup_npu()
+        import npu_emulator
+
+        restrictions = sorted(npu_emulator.enabled_restrictions())
     elif mode != "cpu":
         raise pytest.UsageError("NPU_CONFORMANCE_MODE={!r}: expected cpu or npu".format(mode))
     import torch
@@ -83,6 +92,7 @@ def pytest_configure(config):
             "torch": torch.__version__,
             "transfer_to_npu": source,
             "default_device": device or None,
+            "restrictions": restrictions,
             "cuda_available": bool(torch.cuda.is_available()),
         }
     )

@@ -2,12 +2,13 @@
 //!
 //! Each `differences` entry matches tests of one project by node id (`*` matches any run of
 //! characters), optionally by the two outcomes and by a fragment of the npu run's message, and
-//! gives a class: `npu-restriction` (a documented NPU restriction: `cite` names the line of
-//! `assets/references/NPU-FACTS.md` or the file of the torch-npu wheel that documents it),
-//! `emulator-limitation` (a known difference of the emulated device that cannot be removed, `cite`
-//! names its line in `assets/emulator/README.md`) or `nondeterministic` (the test draws unseeded
-//! random numbers; its outcome varies from run to run on the CPU too). `fixed` entries record emulator bugs that made a difference and were fixed, each
-//! with its regression test under `tests/python/emulator`; such a difference seen again is a
+//! gives a class: `npu-restriction` (a documented NPU behaviour: `cite` names the passage of
+//! `assets/references/NPU-FACTS.md`, the row of the emulator README's restriction table or the
+//! file of the torch-npu wheel that documents it), `emulator-limitation` (a known difference of
+//! the emulated device that cannot be removed, documented in `assets/emulator/README.md`) or
+//! `nondeterministic` (the test draws unseeded random numbers; its outcome varies from run to run
+//! on the CPU too). `fixed` entries record emulator bugs that made a difference and were fixed,
+//! each with its regression test under `tests/python/emulator`; such a difference seen again is a
 //! regression, never classified.
 
 use anyhow::{Context, Result, bail};
@@ -43,8 +44,10 @@ pub(crate) struct Entry {
     pub project: String,
     /// The node id (`*`: any run of characters).
     pub test: String,
+    /// The CPU run's outcome (`*` as in `test`).
     #[serde(default)]
     pub cpu: Option<String>,
+    /// The npu run's outcome.
     #[serde(default)]
     pub npu: Option<String>,
     /// A fragment of the npu run's message (or of the CPU run's, when the npu run has none).
@@ -91,15 +94,10 @@ pub(crate) fn read(path: &Path, root: &Path) -> Result<Classified> {
         match (e.class, &e.cite) {
             (Class::NpuRestriction, None) => {
                 bail!(
-                    "{at}: an npu-restriction needs a cite (NPU-FACTS.md:<line> or a torch_npu file)"
+                    "{at}: an npu-restriction needs a cite (NPU-FACTS.md \"<words>\", a row of emulator/README.md's restriction table or torch_npu <version> <path>)"
                 )
             }
             (Class::NpuRestriction, Some(cite)) => {
-                if cite.starts_with("emulator/README.md") {
-                    bail!(
-                        "{at}: an npu-restriction cites NPU-FACTS.md or a torch_npu file, not the emulator's README"
-                    );
-                }
                 if let Some(problem) = cite_problem(cite, root) {
                     bail!("{at}: {problem}");
                 }
@@ -110,7 +108,7 @@ pub(crate) fn read(path: &Path, root: &Path) -> Result<Classified> {
                     .filter(|c| c.starts_with("emulator/README.md"))
                 else {
                     bail!(
-                        "{at}: an emulator-limitation cites the line of emulator/README.md that documents it"
+                        "{at}: an emulator-limitation cites the passage of emulator/README.md that documents it"
                     );
                 };
                 if let Some(problem) = cite_problem(cite, root) {
@@ -244,10 +242,10 @@ fn entry_matches(e: &Entry, project: &str, test: &str, cpu: &Outcome, npu: &Outc
     if e.project != project || !matches(&e.test, test) {
         return false;
     }
-    if e.cpu.as_deref().is_some_and(|o| o != cpu.outcome) {
+    if e.cpu.as_deref().is_some_and(|o| !matches(o, &cpu.outcome)) {
         return false;
     }
-    if e.npu.as_deref().is_some_and(|o| o != npu.outcome) {
+    if e.npu.as_deref().is_some_and(|o| !matches(o, &npu.outcome)) {
         return false;
     }
     if let Some(fragment) = &e.message {

@@ -29,6 +29,8 @@ Examples:
   cargo xtask conformance --subset                the quick part `cargo xtask test` runs
   cargo xtask conformance --torch 2.6.0           on a torch-matrix venv (repeatable)
   cargo xtask conformance --format json > c.json  the report as JSON
+  cargo xtask conformance --cached                judge the last runs again (classified.json edited)
+  cargo xtask conformance --no-restrictions       the npu without its documented refusals
 
 Exit codes: 0 the goal is met and every difference is classified; 1 a difference is not
 classified, or the share of same outcomes is below the goal; 2 a setup error (manifest,
@@ -46,6 +48,14 @@ pub struct Args {
     /// Only each project's `subset` tests (the part `cargo xtask test` runs).
     #[arg(long)]
     pub subset: bool,
+    /// Run the npu with every restriction group of the emulator off (float64, numpy, ...): what
+    /// differs then is how the emulated device computes, not what a real NPU refuses.
+    #[arg(long)]
+    pub no_restrictions: bool,
+    /// Judge the results of the last runs again (after editing classified.json) without running
+    /// pytest; a project with no results is a setup error.
+    #[arg(long)]
+    pub cached: bool,
     /// Output format of the report on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -232,6 +242,7 @@ pub fn run(args: &Args) -> Result<report::Report> {
     let torch_npu_dir = crate::torch_npu::ensure_all()?;
     let cache = suite::cache_dir();
     let mut report = report::Report::new(manifest.goal_percent, args.subset);
+    report.restrictions = !args.no_restrictions;
     for python in &pythons {
         let torch = torch_version(python)?;
         for project in &projects {
@@ -251,6 +262,8 @@ pub fn run(args: &Args) -> Result<report::Report> {
                 torch: &torch,
                 tests,
                 torch_npu_dir: &torch_npu_dir,
+                cached: args.cached,
+                restrictions: !args.no_restrictions,
             })?;
             report.add(classify::judge(measured, &classified));
         }
@@ -280,6 +293,9 @@ struct Measure<'a> {
     torch: &'a str,
     tests: &'a [String],
     torch_npu_dir: &'a Path,
+    cached: bool,
+    /// The emulator's restriction groups stay on.
+    restrictions: bool,
 }
 
 /// Both runs of one project, before classification.
@@ -299,7 +315,11 @@ fn measure(m: &Measure) -> Result<Measured> {
     let tree = suite::unpack(m.cache, &p.distribution(), &p.remove)
         .with_context(|| format!("{}: cannot prepare its sources", p.name))?;
     let venv_name = format!("{}-torch{}", p.dir_name(), m.torch);
-    let python = suite::ensure_venv(m.cache, &venv_name, m.python, m.torch, &p.deps)?;
+    let python = if m.cached {
+        PathBuf::new() // no run: no venv
+    } else {
+        suite::ensure_venv(m.cache, &venv_name, m.python, m.torch, &p.deps)?
+    };
     let results = m
         .cache
         .join("runs")
@@ -309,7 +329,20 @@ fn measure(m: &Measure) -> Result<Measured> {
     let mut secs = [0.0; 2];
     let mut incomplete = Vec::new();
     for (i, mode) in [Mode::Cpu, Mode::Npu].into_iter().enumerate() {
-        let file = results.join(format!("{}.jsonl", mode.name()));
+        let file = results.join(match (mode, m.restrictions) {
+            (Mode::Npu, false) => "npu-unrestricted.jsonl".to_owned(),
+            _ => format!("{}.jsonl", mode.name()),
+        });
+        if m.cached {
+            let outcomes = suite::read_outcomes(&file).with_context(|| {
+                format!("{} ({}): no results of an earlier run", p.name, mode.name())
+            })?;
+            if !outcomes.finished {
+                incomplete.push(format!("{}: the cached run did not finish", mode.name()));
+            }
+            runs.push(outcomes);
+            continue;
+        }
         eprintln!(
             "xtask: conformance: {} on torch {} ({}) ...",
             p.dir_name(),
@@ -327,6 +360,7 @@ fn measure(m: &Measure) -> Result<Measured> {
             plugin_dir: &m.root.join("conformance"),
             emulator_dir: &m.root.join("assets/emulator"),
             torch_npu_dir: m.torch_npu_dir,
+            restrictions: m.restrictions,
             test_timeout: p.test_timeout_s,
             run_timeout: p.run_timeout_s,
             results: &file,

@@ -11,6 +11,8 @@ pub struct Report {
     pub goal_percent: f64,
     /// Only each project's `subset` tests ran.
     pub subset: bool,
+    /// The emulator's restriction groups were on (`--no-restrictions`: off).
+    pub restrictions: bool,
     pub tests: usize,
     pub same: usize,
     /// Of `same`: skipped on the CPU (no accelerator), passed on the npu.
@@ -67,6 +69,7 @@ impl Report {
         Report {
             goal_percent,
             subset,
+            restrictions: true,
             tests: 0,
             same: 0,
             npu_only: 0,
@@ -201,7 +204,12 @@ pub fn render(r: &Report) -> String {
         r.goal_percent,
         r.unclassified,
         r.different,
-        if r.subset { " (subset)" } else { "" }
+        match (r.subset, r.restrictions) {
+            (false, true) => "",
+            (true, true) => " (subset)",
+            (false, false) => " (restrictions off)",
+            (true, false) => " (subset, restrictions off)",
+        }
     );
     out
 }

@@ -187,6 +187,8 @@ pub(crate) struct PytestRun<'a> {
     pub emulator_dir: &'a Path,
     /// The extracted torch-npu wheels (`cargo xtask torch-npu --dir`).
     pub torch_npu_dir: &'a Path,
+    /// The emulator's restriction groups stay on (else all are switched off).
+    pub restrictions: bool,
     /// Seconds one test may run.
     pub test_timeout: u32,
     /// Seconds the whole run may take.
@@ -255,6 +257,11 @@ pub(crate) fn run_pytest(run: &PytestRun) -> Result<RunEnd> {
         cmd.env("NPU_CONFORMANCE_DEFAULT_DEVICE", "npu")
     } else {
         cmd.env_remove("NPU_CONFORMANCE_DEFAULT_DEVICE")
+    };
+    cmd = if run.restrictions {
+        cmd.env_remove("NPU_CONFORMANCE_RESTRICTIONS")
+    } else {
+        cmd.env("NPU_CONFORMANCE_RESTRICTIONS", "off")
     };
     for (k, v) in run.env {
         cmd = cmd.env(k, v);
