@@ -380,6 +380,7 @@ mod tests {
                 url: String::new(),
                 sha256: String::new(),
                 remove: Vec::new(),
+                create: Vec::new(),
                 pythonpath: Vec::new(),
                 deps: Vec::new(),
                 env: std::collections::BTreeMap::new(),

@@ -95,6 +95,9 @@ pub(crate) struct Project {
     /// Files of the extracted tree to delete (relative paths).
     #[serde(default)]
     pub remove: Vec<String>,
+    /// Empty files to create in the extracted tree (a missing `tests/__init__.py`).
+    #[serde(default)]
+    pub create: Vec<String>,
     /// Folders of the tree put on `PYTHONPATH` (the project is imported from its tree).
     pub pythonpath: Vec<String>,
     /// Extra test dependencies pip installs into the project's venv (pinned).
@@ -312,7 +315,7 @@ pub(crate) struct Measured {
 
 fn measure(m: &Measure) -> Result<Measured> {
     let p = m.project;
-    let tree = suite::unpack(m.cache, &p.distribution(), &p.remove)
+    let tree = suite::unpack(m.cache, &p.distribution(), &p.remove, &p.create)
         .with_context(|| format!("{}: cannot prepare its sources", p.name))?;
     let venv_name = format!("{}-torch{}", p.dir_name(), m.torch);
     let python = if m.cached {

@@ -211,6 +211,16 @@ pub fn render(r: &Report) -> String {
             (true, false) => " (subset, restrictions off)",
         }
     );
+    let mut by_class = std::collections::BTreeMap::new();
+    for d in r.projects.iter().flat_map(|p| &p.differences) {
+        if let Some(c) = &d.classification {
+            *by_class.entry(class_name(c.class)).or_insert(0) += 1;
+        }
+    }
+    if !by_class.is_empty() {
+        let parts: Vec<String> = by_class.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        let _ = writeln!(out, "classified differences: {}", parts.join(", "));
+    }
     out
 }
 

@@ -24,21 +24,38 @@ pub(crate) fn cache_dir() -> PathBuf {
     crate::venv::cache_dir().join("conformance")
 }
 
-/// Extract `dist` under `<cache>/src/` (downloaded once, sha256-checked) and delete the files
-/// `remove` names (paths relative to the tree, e.g. a top-level `__init__.py` that would make
-/// the tree a package); return the tree.
-pub(crate) fn unpack(cache: &Path, dist: &Distribution, remove: &[String]) -> Result<PathBuf> {
+/// Extract `dist` under `<cache>/src/` (downloaded once, sha256-checked), delete the files
+/// `remove` names and create the empty files `create` names (paths relative to the tree: a
+/// top-level `__init__.py` that would make the tree a package, a missing `tests/__init__.py`);
+/// return the tree.
+pub(crate) fn unpack(
+    cache: &Path,
+    dist: &Distribution,
+    remove: &[String],
+    create: &[String],
+) -> Result<PathBuf> {
     let tree = fetch::ensure(&cache.join("src"), dist)?;
-    for rel in remove {
-        if rel.contains("..") || rel.starts_with('/') {
+    for rel in remove.iter().chain(create) {
+        let plain = Path::new(rel)
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)));
+        if !plain {
             bail!(
-                "{}: remove {rel:?} must stay inside the tree",
+                "{}: {rel:?} must be a relative path inside the tree",
                 dist.dir_name()
             );
         }
+    }
+    for rel in remove {
         let path = tree.join(rel);
         if path.is_file() {
             fs::remove_file(&path).with_context(|| format!("cannot remove {}", path.display()))?;
+        }
+    }
+    for rel in create {
+        let path = tree.join(rel);
+        if !path.exists() {
+            fs::write(&path, "").with_context(|| format!("cannot create {}", path.display()))?;
         }
     }
     Ok(tree)
@@ -233,6 +250,8 @@ pub(crate) fn run_pytest(run: &PytestRun) -> Result<RunEnd> {
         "--no-header".into(),
         "-rN".into(),
         "--color=no".into(),
+        // A module that fails to import is one `error`; the other modules still run.
+        "--continue-on-collection-errors".into(),
     ];
     args.extend(run.args.iter().cloned());
     let mut cmd = duct::cmd("nice", &args)
