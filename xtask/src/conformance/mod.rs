@@ -267,6 +267,7 @@ pub fn run(args: &Args) -> Result<report::Report> {
                 torch_npu_dir: &torch_npu_dir,
                 cached: args.cached,
                 restrictions: !args.no_restrictions,
+                subset: args.subset,
             })?;
             report.add(classify::judge(measured, &classified));
         }
@@ -299,6 +300,8 @@ struct Measure<'a> {
     cached: bool,
     /// The emulator's restriction groups stay on.
     restrictions: bool,
+    /// Only the project's `subset` tests run.
+    subset: bool,
 }
 
 /// Both runs of one project, before classification.
@@ -332,10 +335,17 @@ fn measure(m: &Measure) -> Result<Measured> {
     let mut secs = [0.0; 2];
     let mut incomplete = Vec::new();
     for (i, mode) in [Mode::Cpu, Mode::Npu].into_iter().enumerate() {
-        let file = results.join(match (mode, m.restrictions) {
-            (Mode::Npu, false) => "npu-unrestricted.jsonl".to_owned(),
-            _ => format!("{}.jsonl", mode.name()),
-        });
+        // The subset and the unrestricted runs never replace the whole set's results.
+        let file = results.join(format!(
+            "{}{}{}.jsonl",
+            if m.subset { "subset-" } else { "" },
+            mode.name(),
+            if mode == Mode::Npu && !m.restrictions {
+                "-unrestricted"
+            } else {
+                ""
+            }
+        ));
         if m.cached {
             let outcomes = suite::read_outcomes(&file).with_context(|| {
                 format!("{} ({}): no results of an earlier run", p.name, mode.name())

@@ -425,6 +425,54 @@ mod tests {
     }
 
     #[test]
+    fn unpack_removes_and_creates_files_and_refuses_paths_outside_the_tree() {
+        let dir = tempfile::tempdir().unwrap();
+        let archive = dir.path().join("demo-1.0.tar.gz");
+        let gz = flate2::write::GzEncoder::new(
+            fs::File::create(&archive).unwrap(),
+            flate2::Compression::fast(),
+        );
+        let mut tar = tar::Builder::new(gz);
+        for name in ["demo-1.0/__init__.py", "demo-1.0/tests/test_a.py"] {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(2);
+            header.set_mode(0o644);
+            header.set_cksum();
+            tar.append_data(&mut header, name, &b"x\n"[..]).unwrap();
+        }
+        tar.into_inner().unwrap().finish().unwrap();
+        let sha = {
+            let bytes = fs::read(&archive).unwrap();
+            issue_model::ids::hex(&Sha256::digest(&bytes))
+        };
+        let dist = Distribution {
+            name: "demo".into(),
+            version: "1.0".into(),
+            kind: crate::corpus::fetch::Kind::Sdist,
+            filename: "demo-1.0.tar.gz".into(),
+            url: format!("file://{}", archive.display()),
+            sha256: sha,
+            exclude: Vec::new(),
+        };
+        let cache = dir.path().join("cache");
+        let tree = unpack(
+            &cache,
+            &dist,
+            &["__init__.py".into()],
+            &["tests/__init__.py".into()],
+        )
+        .unwrap();
+        assert!(!tree.join("__init__.py").exists());
+        assert!(tree.join("tests/__init__.py").is_file());
+        assert!(tree.join("tests/test_a.py").is_file());
+        let err = format!(
+            "{:#}",
+            unpack(&cache, &dist, &["../outside.py".into()], &[]).unwrap_err()
+        );
+        assert!(err.contains("inside the tree"), "{err}");
+    }
+
+    #[test]
     fn a_missing_results_file_names_the_log() {
         let dir = tempfile::tempdir().unwrap();
         let err = format!(
