@@ -220,6 +220,13 @@ pub fn render(r: &Report) -> String {
     if !by_class.is_empty() {
         let parts: Vec<String> = by_class.iter().map(|(c, n)| format!("{n} {c}")).collect();
         let _ = writeln!(out, "classified differences: {}", parts.join(", "));
+        let documented = by_class.get("npu-restriction").copied().unwrap_or(0)
+            + by_class.get("nondeterministic").copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "{:.1}% same outcome or a documented NPU behaviour (npu-restriction) or a nondeterministic test",
+            percent(r.same + documented, r.tests)
+        );
     }
     out
 }
