@@ -10,6 +10,7 @@ mod bench_patches;
 mod bench_progress;
 mod bench_scan;
 mod codegen;
+mod conformance;
 mod corpus;
 mod dist;
 mod fix_check;
@@ -61,6 +62,9 @@ enum Command {
     /// Run the CPU tests of pinned public projects before and after `npu-scan --fix` and
     /// `--fix --unsafe-fixes`, and their fixed entry points on the emulated npu.
     FixCheck(fix_check::Args),
+    /// The emulated npu on real projects' test suites: each suite on the CPU and on the npu with
+    /// the real `transfer_to_npu`, every difference classified (conformance/README.md).
+    Conformance(conformance::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
@@ -114,6 +118,7 @@ fn main() -> Result<()> {
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
         Command::FixCheck(args) => fix_check::run(&args),
+        Command::Conformance(args) => std::process::exit(conformance::main(&args)),
     }
 }
 

@@ -3,7 +3,9 @@
 //! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
 //! (`cargo xtask torch-npu`), the cargo tests, the scanner
 //! on the real-code corpus (`accuracy --corpus`), one small project through `fix-check`, the
-//! release bundle (with `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest over `tests/`, then
+//! quick part of the conformance runs (`conformance --subset`), the release bundle (with
+//! `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest
+//! over `tests/`, then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
 //! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
 //! check. Every step runs even when an earlier one fails, so one run shows everything that is
@@ -130,6 +132,25 @@ pub fn run(args: &Args) -> Result<()> {
         .status
         .success();
     steps.step("fix-check --project skrl", ok, t);
+
+    // The quick part of the conformance runs: real projects' tests on the CPU and on the
+    // emulated npu (downloads cached like the corpus); fails on an unclassified difference.
+    let t = Instant::now();
+    let conformance = crate::conformance::run(&crate::conformance::Args {
+        subset: true,
+        ..crate::conformance::Args::default()
+    });
+    let ok = match &conformance {
+        Ok(report) => {
+            eprint!("{}", crate::conformance::report::render(report));
+            report.goal_met()
+        }
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            false
+        }
+    };
+    steps.step("conformance --subset", ok, t);
 
     let t = Instant::now();
     // With its tarball: the bundle-only end-to-end test starts from the unpacked archive.

@@ -9,7 +9,17 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _accelerator, _amp, _backend, _checks, _distributed, _generator, _serialization, _tensor
+from npu_emulator import (
+    _accelerator,
+    _amp,
+    _backend,
+    _checks,
+    _distributed,
+    _generator,
+    _legacy_types,
+    _serialization,
+    _tensor,
+)
 from npu_emulator._errors import EmulatedNPUError, emulated_message
 from npu_emulator._tensor import NPUTensor
 
@@ -143,6 +153,7 @@ def install() -> None:
         _state["backend"] = "c++ extension"
     _tensor.DEVICE = torch.device("npu", 0)
     _backend.register_modules()
+    _legacy_types.install(_backend.npu)
 
     lib = torch.library.Library("aten", "IMPL")
     own = _state.get("kernel_wrapper", _as_is)

@@ -125,17 +125,6 @@ def _apply_patches(monkey_patches: list[list[Any]]) -> None:
                 setattr(target, attr, getattr(patch, attr))
 
 
-class _LegacyTensorType:
-    """``torch.npu.FloatTensor``: the legacy constructor (``FloatTensor(2, 3)`` or ``FloatTensor(data)``)."""
-
-    dtype = torch.float32
-
-    def __new__(cls, *args: Any) -> torch.Tensor:  # type: ignore[misc]
-        if all(isinstance(a, int) for a in args):
-            return torch.empty(args, dtype=cls.dtype, device="npu")
-        return torch.tensor(args[0], dtype=cls.dtype, device="npu")
-
-
 class _Unsupported:
     """A torch_npu class the emulator does not model (graphs, HCCL process groups): using it raises."""
 
@@ -198,7 +187,6 @@ def prepare_internals(npu_all: dict[str, list[str]]) -> None:
     # this version's list that it implements (the others keep CUDA's meaning here; emulator README).
     npu._lazy_call = lambda callback: callback()  # type: ignore[attr-defined]
     npu.default_generators = (_backend.DEVICE_GENERATOR,)  # type: ignore[attr-defined]
-    npu.FloatTensor = type("FloatTensor", (_LegacyTensorType,), {})  # type: ignore[attr-defined]
     npu.NPUGraph = type("NPUGraph", (_Unsupported,), {})  # type: ignore[attr-defined]
     if not hasattr(npu, "set_autocast_dtype"):
         npu.set_autocast_dtype = lambda dtype: torch.set_autocast_dtype("npu", dtype)  # type: ignore[attr-defined]
