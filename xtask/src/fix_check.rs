@@ -15,7 +15,6 @@
 use crate::corpus::fetch::{self, Distribution, Kind};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -530,99 +529,14 @@ pub(crate) fn changes(before: &Outcomes, after: &Outcomes) -> Vec<(String, Strin
     out
 }
 
-/// The project's venv: a venv of the test venv's base interpreter that sees the test venv's
-/// packages (torch) through a `.pth` file, plus the project's pip packages, with torch and numpy
-/// pinned to the test venv's versions as constraints. Keyed by what goes into it.
+/// The project's venv (shared with `cargo xtask conformance`): it sees the test venv's packages
+/// (torch) and has pytest-timeout and the project's pip packages on top, torch and numpy pinned.
 fn ensure_venv(cache: &Path, project: &Project, torch_python: &Path) -> Result<PathBuf> {
-    let site = python_out(
-        torch_python,
-        "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-    )?;
-    let versions = python_out(
-        torch_python,
-        "import torch, numpy; print(torch.__version__.split('+')[0], numpy.__version__)",
-    )?;
-    let (torch, numpy) = versions
-        .split_once(' ')
-        .context("cannot read the test venv's torch and numpy versions")?;
-    let base = python_out(torch_python, "import sys; print(sys._base_executable)")?;
-    let mut key = Sha256::new();
-    for part in std::iter::once(&site)
-        .chain(std::iter::once(&versions))
-        .chain(project.pip.iter())
-    {
-        key.update(part.as_bytes());
-        key.update([0]);
-    }
-    let hash = issue_model::ids::hex(&key.finalize()[..6]);
-    let venv = cache.join(format!("venv-{}-{hash}", project.name));
-    let python = venv.join("bin").join("python");
-    let ready = venv.join(".complete");
-    if ready.exists() && python.exists() {
-        return Ok(python);
-    }
-    std::fs::create_dir_all(cache).with_context(|| format!("cannot create {}", cache.display()))?;
-    let lock_path = cache.join(format!("venv-{}-{hash}.lock", project.name));
-    let lock = std::fs::File::create(&lock_path)
-        .with_context(|| format!("cannot create {}", lock_path.display()))?;
-    lock.lock()
-        .with_context(|| format!("cannot lock {}", lock_path.display()))?;
-    if ready.exists() && python.exists() {
-        return Ok(python);
-    }
-    eprintln!(
-        "xtask: fix-check: creating the venv of {} at {} (one time)",
-        project.name,
-        venv.display()
-    );
-    if venv.exists() {
-        std::fs::remove_dir_all(&venv)
-            .with_context(|| format!("cannot remove the incomplete venv {}", venv.display()))?;
-    }
-    duct::cmd!(&base, "-m", "venv", &venv)
-        .run()
-        .with_context(|| format!("cannot create the venv {}", venv.display()))?;
-    let own_site = python_out(
-        &python,
-        "import sysconfig; print(sysconfig.get_paths()['purelib'])",
-    )?;
-    std::fs::write(
-        Path::new(&own_site).join("npu-patcher-test-venv.pth"),
-        format!("{site}\n"),
-    )?;
-    let constraints = venv.join("constraints.txt");
-    std::fs::write(&constraints, format!("torch=={torch}\nnumpy=={numpy}\n"))?;
-    let mut pip: Vec<String> = vec![
-        "-m".into(),
-        "pip".into(),
-        "install".into(),
-        "--quiet".into(),
-        "-c".into(),
-        constraints.display().to_string(),
-        "pytest-timeout".into(),
-    ];
-    pip.extend(project.pip.iter().cloned());
-    duct::cmd(
-        "nice",
-        std::iter::once(python.display().to_string()).chain(pip),
-    )
-    .run()
-    .with_context(|| {
-        format!(
-            "pip could not install the test dependencies of {} ({})",
-            project.name,
-            project.pip.join(" ")
-        )
-    })?;
-    std::fs::write(&ready, "")?;
-    Ok(python)
-}
-
-fn python_out(python: &Path, code: &str) -> Result<String> {
-    let out = duct::cmd!(python, "-c", code)
-        .read()
-        .with_context(|| format!("cannot run {}", python.display()))?;
-    Ok(out.trim().to_owned())
+    let torch = crate::conformance::torch_version(torch_python)?;
+    let deps: Vec<String> = std::iter::once("pytest-timeout".to_owned())
+        .chain(project.pip.iter().cloned())
+        .collect();
+    crate::conformance::suite::ensure_venv(cache, &project.name, torch_python, &torch, &deps)
 }
 
 struct Copies {

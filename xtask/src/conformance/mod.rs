@@ -276,7 +276,7 @@ pub fn run(args: &Args) -> Result<report::Report> {
 }
 
 /// The torch version of a venv's interpreter (`2.14.0`, without a local `+cpu` part).
-fn torch_version(python: &Path) -> Result<String> {
+pub(crate) fn torch_version(python: &Path) -> Result<String> {
     let out = duct::cmd!(python, "-c", "import torch; print(torch.__version__)")
         .stdout_capture()
         .unchecked()

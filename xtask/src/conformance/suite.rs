@@ -62,9 +62,10 @@ pub(crate) fn unpack(
 }
 
 /// The interpreter of a venv for `name` that sees the packages of the torch venv `base` (a
-/// `.pth` file) and has `deps` installed on top with pip, with torch held at `torch` (a
-/// constraint: pip never installs another torch, whose wheels would pull CUDA); made once,
-/// keyed by the torch venv and the dependency list.
+/// `.pth` file) and has `deps` installed on top with pip, with torch held at `torch` and numpy
+/// at the base's numpy (constraints: pip never installs another torch, whose wheels would pull
+/// CUDA); made once, keyed by the torch venv and the dependency list. Shared by
+/// `cargo xtask conformance` and `cargo xtask fix-check`.
 pub(crate) fn ensure_venv(
     cache: &Path,
     name: &str,
@@ -73,8 +74,10 @@ pub(crate) fn ensure_venv(
     deps: &[String],
 ) -> Result<PathBuf> {
     let base_site = site_packages(base)?;
+    let numpy = numpy_version(base);
     let mut key = Sha256::new();
     key.update(base_site.to_string_lossy().as_bytes());
+    key.update(numpy.as_deref().unwrap_or_default().as_bytes());
     for d in deps {
         key.update(b"\n");
         key.update(d.as_bytes());
@@ -101,7 +104,7 @@ pub(crate) fn ensure_venv(
             .with_context(|| format!("cannot remove the incomplete venv {}", venv.display()))?;
     }
     eprintln!(
-        "xtask: conformance: creating the venv of {name} at {} (one time)",
+        "xtask: creating the venv of {name} at {} (one time)",
         venv.display()
     );
     duct::cmd!(base, "-m", "venv", &venv)
@@ -114,7 +117,11 @@ pub(crate) fn ensure_venv(
         .with_context(|| format!("cannot write {}", pth.display()))?;
     if !deps.is_empty() {
         let constraints = venv.join("constraints.txt");
-        fs::write(&constraints, format!("torch=={torch}\n"))
+        let mut pins = format!("torch=={torch}\n");
+        if let Some(numpy) = &numpy {
+            pins.push_str(&format!("numpy=={numpy}\n"));
+        }
+        fs::write(&constraints, pins)
             .with_context(|| format!("cannot write {}", constraints.display()))?;
         let mut args: Vec<String> = vec![
             "-m".into(),
@@ -144,6 +151,18 @@ pub(crate) fn ensure_venv(
     fs::write(&ready, deps.join("\n") + "\n")
         .with_context(|| format!("cannot write {}", ready.display()))?;
     Ok(python)
+}
+
+/// The numpy version of the interpreter `python`, if it has numpy.
+fn numpy_version(python: &Path) -> Option<String> {
+    let out = duct::cmd!(python, "-c", "import numpy; print(numpy.__version__)")
+        .stdout_capture()
+        .stderr_null()
+        .unchecked()
+        .run()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    (out.status.success() && !text.is_empty()).then_some(text)
 }
 
 /// The `site-packages` directory of the interpreter `python`.
