@@ -117,10 +117,8 @@ pub(crate) fn ensure_venv(
         .with_context(|| format!("cannot write {}", pth.display()))?;
     if !deps.is_empty() {
         let constraints = venv.join("constraints.txt");
-        let mut pins = format!("torch=={torch}\n");
-        if let Some(numpy) = &numpy {
-            pins.push_str(&format!("numpy=={numpy}\n"));
-        }
+        let numpy_pin = numpy.as_ref().map(|v| format!("numpy=={v}\n"));
+        let pins = format!("torch=={torch}\n{}", numpy_pin.unwrap_or_default());
         fs::write(&constraints, pins)
             .with_context(|| format!("cannot write {}", constraints.display()))?;
         let mut args: Vec<String> = vec![
