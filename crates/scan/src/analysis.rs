@@ -3,15 +3,17 @@
 //! and finding expressions with their ancestors. [`values`] judges what a value is and
 //! [`dataflow`] where a new tensor goes.
 
+mod callgraph;
 mod dataflow;
 mod step;
 pub mod tensors;
 mod values;
 
+pub use callgraph::StepGraph;
 pub use dataflow::{Flow, classify};
 pub use step::{
-    device_helpers, in_inference_code, in_log_call, in_step_code, in_update_code, is_host_class,
-    is_inference_name, is_module_level, is_setup_function,
+    device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
+    is_host_class, is_inference_name, is_module_level, is_setup_function, training_loop_body,
 };
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;

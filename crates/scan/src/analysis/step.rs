@@ -361,3 +361,63 @@ fn is_step_or_loss_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
     lower.contains("loss") || crate::semantic::is_training_step_name(&lower)
 }
+
+/// Step code by the project's per-step model: [`in_step_code`], or a function that a step
+/// root of the project reaches through its calls (a free helper of `forward` in another file,
+/// a trainer method that the training loop calls), other than setup functions, transforms
+/// and methods of host-side classes.
+pub fn in_project_step(sem: &Semantic<'_>) -> bool {
+    if in_step_code(sem) {
+        return true;
+    }
+    let (Some(modules), Some(symbol)) = (sem.project_modules(), sem.symbol()) else {
+        return false;
+    };
+    if !modules.steps.reaches(&sem.module, &symbol) {
+        return false;
+    }
+    let host = sem.current_class().is_some_and(|c| {
+        is_host_class(&c.name, &c.bases)
+            || c.bases
+                .iter()
+                .any(|b| b.starts_with("torchvision.") || b.ends_with("Transform"))
+    });
+    !host
+        && !sem.stmts().iter().any(|s| match s {
+            Stmt::FunctionDef(f) => is_setup_function(f.name.as_str(), &f.decorator_list),
+            Stmt::AsyncFunctionDef(f) => is_setup_function(f.name.as_str(), &f.decorator_list),
+            _ => false,
+        })
+}
+
+/// When the function `def` being entered runs the project's training loop (a loop over a
+/// data loader with a backward pass or an optimizer step), the body of that loop: what runs
+/// every step, without the setup before it or the evaluation after it.
+pub fn training_loop_body<'a>(sem: &Semantic<'_>, def: &'a Stmt) -> Option<&'a [Stmt]> {
+    let (Some(modules), Some(symbol)) = (sem.project_modules(), sem.symbol()) else {
+        return None;
+    };
+    if !modules.steps.runs_training_loop(&sem.module, &symbol) {
+        return None;
+    }
+    let body = match def {
+        Stmt::FunctionDef(f) => &f.body,
+        Stmt::AsyncFunctionDef(f) => &f.body,
+        _ => return None,
+    };
+    let mut all = Vec::new();
+    super::statements(body, &mut all);
+    all.into_iter().find_map(|s| match s {
+        Stmt::For(f) if iterates_loader(&f.iter) => Some(f.body.as_slice()),
+        _ => None,
+    })
+}
+
+/// An iterable that walks a data loader (`train_loader`, `enumerate(tqdm(dataloader))`).
+fn iterates_loader(iter: &Expr) -> bool {
+    super::find_in_expr(iter).iter().any(|e| match e {
+        Expr::Name(n) => n.id.as_str().to_ascii_lowercase().contains("loader"),
+        Expr::Attribute(a) => a.attr.as_str().to_ascii_lowercase().contains("loader"),
+        _ => false,
+    })
+}

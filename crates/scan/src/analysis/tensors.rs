@@ -66,7 +66,7 @@ pub fn is_tensor_name(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dept
     }
     let values = func.assigned(name);
     values.iter().any(|(_, v)| {
-        is_tensor_value(sem, v)
+        holds_tensor(sem, func, v, depth + 1)
             || (depth < 3
                 && matches!(v, Expr::Name(alias) if alias.id.as_str() != name)
                 && is_tensor_name(sem, func, v, depth + 1))
@@ -242,4 +242,80 @@ pub fn is_local_container(func: &Function<'_>, name: &str) -> bool {
             Expr::List(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) | Expr::Set(_)
         )
     })
+}
+
+/// Attributes of a model's output that hold tensors (`out.logits`, `out.hidden_states[-1]`).
+pub const OUTPUT_ATTRS: &[&str] = &[
+    "logits",
+    "hidden_states",
+    "last_hidden_state",
+    "pooler_output",
+    "attentions",
+    "encoder_last_hidden_state",
+    "image_embeds",
+    "text_embeds",
+    "embeddings",
+    "indices",
+    "values",
+];
+
+/// `value` holds a tensor (or a model's output of tensors): a torch call or a tensor method
+/// ([`is_tensor_value`]), a call of a submodule of `self` or of a local model instance, an
+/// output attribute or key of such a value, a subscript of a tensor (`out.hidden_states[-1][:,
+/// a:b]`), or a name bound to one of those.
+pub fn holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, value: &Expr, depth: u32) -> bool {
+    if depth > 4 {
+        return false;
+    }
+    if is_tensor_value(sem, value) {
+        return true;
+    }
+    match value {
+        Expr::Call(c) => {
+            is_model_call(sem, func, &c.func)
+                || matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if TENSOR_METHODS.contains(&a.attr.as_str())
+                        && holds_tensor(sem, func, &a.value, depth + 1))
+        }
+        Expr::Attribute(a) => {
+            OUTPUT_ATTRS.contains(&a.attr.as_str()) && holds_tensor(sem, func, &a.value, depth + 1)
+        }
+        Expr::Subscript(s) => holds_tensor(sem, func, &s.value, depth + 1),
+        Expr::Name(_) => is_tensor_name(sem, func, value, depth + 1),
+        _ => false,
+    }
+}
+
+/// A call of a model: a submodule of `self` (`self.encoder(x)`), or a local bound to an
+/// instance of one of the project's `nn.Module` classes or of a `torch.nn` class
+/// (`enc = Encoder(cfg)`, then `enc(x)`). Tokenizers and processors return host data.
+fn is_model_call(sem: &Semantic<'_>, func: &Function<'_>, callee: &Expr) -> bool {
+    let host = |name: &str| {
+        let lower = name.to_ascii_lowercase();
+        [
+            "token",
+            "process",
+            "transform",
+            "augment",
+            "collat",
+            "logger",
+            "writer",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+    };
+    match callee {
+        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+            !host(a.attr.as_str()) && func.self_tensors(sem).contains(&a.attr.as_str())
+        }
+        Expr::Name(n) if !host(n.id.as_str()) => {
+            func.assigned(n.id.as_str()).iter().any(|(_, v)| {
+                let Expr::Call(c) = v else { return false };
+                let class = super::last_name_of(&c.func);
+                sem.project_modules().is_some_and(|m| m.contains(class))
+                    || sem.resolves_with_prefix(&c.func, "torch.nn.")
+            })
+        }
+        _ => false,
+    }
 }

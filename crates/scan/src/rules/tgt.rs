@@ -47,14 +47,20 @@ impl Rule for HostTargets {
         let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        let Some(func) = Function::in_class(cx.semantic(), def) else {
+        let Some(mut func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
         let sem = cx.semantic();
         let host_class = sem
             .current_class()
             .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
-        let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
+        let mut step =
+            !host_class && (analysis::in_project_step(sem) || analysis::in_update_code(sem));
+        // A training script's loop over its data loader: its body runs every step.
+        if !step && let Some(body) = analysis::training_loop_body(sem, def) {
+            func.body = body;
+            step = true;
+        }
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
         // A method handed a data loader runs the evaluation loop itself, not one step of it.

@@ -38,8 +38,9 @@ impl Rule for PerElementLoop {
             return;
         };
         let sem = cx.semantic();
-        let step = analysis::in_step_code(sem) || is_metric_loss(sem);
-        if !step && !analysis::in_update_code(sem) {
+        let step = analysis::in_project_step(sem) || is_metric_loss(sem);
+        let training_loop = analysis::training_loop_body(sem, def).filter(|_| !step);
+        if !step && training_loop.is_none() && !analysis::in_update_code(sem) {
             return;
         }
         // Callbacks, metrics, buffers and environments run on the host around the step. A
@@ -50,9 +51,12 @@ impl Rule for PerElementLoop {
         }) {
             return;
         }
-        let Some(func) = Function::in_class(sem, def) else {
+        let Some(mut func) = Function::in_class(sem, def) else {
             return;
         };
+        if let Some(body) = training_loop {
+            func.body = body;
+        }
         // Host work expected at inference (sampling loops, decoding, action post-processing)
         // is left to the loop shapes that were always reported there.
         let training = !analysis::in_inference_code(sem) && !is_validation(sem);
