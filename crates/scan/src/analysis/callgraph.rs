@@ -18,17 +18,28 @@ use std::collections::{HashMap, HashSet};
 /// The step functions of a project, by module and qualified name (`Class.method`).
 #[derive(Debug, Default)]
 pub struct StepGraph {
-    steps: HashSet<(String, String)>,
-    loops: HashSet<(String, String)>,
+    /// Module → the qualified names of its step functions.
+    steps: HashMap<String, HashSet<String>>,
+    /// Module → the functions that run a training loop.
+    loops: HashMap<String, HashSet<String>>,
+    /// Modules that build or load CUDA code (a Triton import, a CUDA extension, a CUDA-only
+    /// kernel library), and module → their functions that launch it.
+    cuda_modules: HashSet<String>,
+    cuda_functions: HashMap<String, HashSet<String>>,
+    /// Module → module-level functions of a CUDA module that launch nothing themselves.
+    portable: HashMap<String, HashSet<String>>,
 }
 
 impl StepGraph {
     /// The function `symbol` (`Class.method`, `outer.inner`) of `module`, or a function
     /// enclosing it, is reached from a step root.
     pub fn reaches(&self, module: &str, symbol: &str) -> bool {
+        let Some(steps) = self.steps.get(module) else {
+            return false;
+        };
         let mut at = symbol;
         loop {
-            if self.steps.contains(&(module.to_owned(), at.to_owned())) {
+            if steps.contains(at) {
                 return true;
             }
             match at.rsplit_once('.') {
@@ -41,7 +52,44 @@ impl StepGraph {
     /// The function `symbol` of `module` runs the training loop: its loop over a data loader
     /// is step code (not what comes before it).
     pub fn runs_training_loop(&self, module: &str, symbol: &str) -> bool {
-        self.loops.contains(&(module.to_owned(), symbol.to_owned()))
+        self.loops.get(module).is_some_and(|l| l.contains(symbol))
+    }
+
+    /// The qualified name `q` (`pkg.ops.scan.warp_scan`, `pkg.ops.fused`) is a function of the
+    /// project that launches CUDA-only code, or anything from a project module that builds or
+    /// loads a CUDA extension or imports Triton.
+    pub fn is_cuda_only(&self, q: &str) -> bool {
+        if self.cuda_modules.contains(q) {
+            return true;
+        }
+        // The longest prefix of `q` that is a CUDA module, and what `q` names in it.
+        let mut at = q;
+        while let Some((module, _)) = at.rsplit_once('.') {
+            if self.cuda_modules.contains(module) {
+                let rest = &q[module.len() + 1..];
+                let first = rest.split('.').next().unwrap_or(rest);
+                return self.is_cuda_only_function(module, first)
+                    || !self.functions_of(module).contains(first);
+            }
+            at = module;
+        }
+        false
+    }
+
+    /// The function `name` of `module` (this file) launches CUDA-only code.
+    pub fn is_cuda_only_function(&self, module: &str, name: &str) -> bool {
+        self.cuda_functions
+            .get(module)
+            .is_some_and(|f| f.contains(name))
+    }
+
+    /// Functions of a CUDA module that launch nothing (portable fallbacks beside the kernels)
+    /// are not CUDA-only; the others are known by name.
+    fn functions_of(&self, module: &str) -> HashSet<&str> {
+        self.portable
+            .get(module)
+            .map(|f| f.iter().map(String::as_str).collect())
+            .unwrap_or_default()
     }
 
     /// The graph of some files, each given as (relative path, source text).
@@ -51,18 +99,63 @@ impl StepGraph {
         let mut defs = Vec::new();
         let mut imports = Vec::new();
         let mut classes: HashMap<String, Vec<String>> = HashMap::new();
+        let mut cuda_modules = HashSet::new();
         for (path, text) in files {
             let module = crate::semantic::module_name(path.as_ref()).0;
             let file = read_file(&module, text.as_ref());
             for (name, bases) in file.classes {
                 classes.entry(name).or_default().extend(bases);
             }
+            if file.cuda {
+                cuda_modules.insert(module.clone());
+            }
             imports.push((module, file.imports));
             defs.extend(file.defs);
         }
         let imports: HashMap<&str, &HashMap<String, (String, String)>> =
             imports.iter().map(|(m, i)| (m.as_str(), i)).collect();
-        link(&defs, &imports, &classes)
+        let mut graph = link(&defs, &imports, &classes);
+        for d in &defs {
+            if !cuda_modules.contains(&d.module) || d.qual != d.name {
+                continue;
+            }
+            let table = if d.launches {
+                &mut graph.cuda_functions
+            } else {
+                &mut graph.portable
+            };
+            table
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.name.clone());
+        }
+        // A function of a CUDA module that calls one of its launching functions launches too.
+        loop {
+            let mut more = Vec::new();
+            for d in defs.iter().filter(|d| d.qual == d.name) {
+                let Some(launching) = graph.cuda_functions.get(&d.module) else {
+                    continue;
+                };
+                if !launching.contains(&d.name)
+                    && d.calls
+                        .iter()
+                        .any(|c| matches!(c, Call::Bare(n) if launching.contains(n)))
+                {
+                    more.push((d.module.clone(), d.name.clone()));
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            for (m, n) in more {
+                if let Some(p) = graph.portable.get_mut(&m) {
+                    p.remove(&n);
+                }
+                graph.cuda_functions.entry(m).or_default().insert(n);
+            }
+        }
+        graph.cuda_modules = cuda_modules;
+        graph
     }
 }
 
@@ -76,13 +169,22 @@ struct Def {
     /// The class it is a method of, if any.
     class: Option<String>,
     calls: Vec<Call>,
-    /// Its body has a loop over a data loader, and it runs a backward pass or an optimizer step.
-    training_loop: bool,
+    /// Its body has a loop over a data loader.
     loader: bool,
+    /// Its body runs a backward pass or an optimizer step.
     update: bool,
+    /// Its body launches a kernel (`kernel[grid](...)`) or calls a compiled extension's op.
+    launches: bool,
 }
 
-#[derive(Debug)]
+impl Def {
+    /// A loop over a data loader with a backward pass or an optimizer step: a training loop.
+    fn training_loop(&self) -> bool {
+        self.loader && self.update
+    }
+}
+
+#[derive(Debug, PartialEq)]
 enum Call {
     Bare(String),
     SelfMethod(String),
@@ -95,6 +197,8 @@ struct FileDefs {
     /// Local name → (module as written, imported name).
     imports: HashMap<String, (String, String)>,
     classes: Vec<(String, Vec<String>)>,
+    /// The file imports Triton, a CUDA extension builder or a CUDA-only kernel library.
+    cuda: bool,
 }
 
 /// A root of the step: `forward`, a training step (`training_step`, `train_batch`, a
@@ -103,7 +207,7 @@ struct FileDefs {
 fn is_root(def: &Def) -> bool {
     let lower = def.name.to_ascii_lowercase();
     let training = lower.split('_').any(|w| w == "train" || w == "training");
-    def.training_loop
+    def.training_loop()
         || def.name == "forward"
         || lower.contains("loss")
         || (training && crate::semantic::is_training_step_name(&lower))
@@ -260,10 +364,18 @@ fn link(
     let mut graph = StepGraph::default();
     for (i, d) in defs.iter().enumerate() {
         if reached[i] {
-            graph.steps.insert((d.module.clone(), d.qual.clone()));
+            graph
+                .steps
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.qual.clone());
         }
-        if d.training_loop {
-            graph.loops.insert((d.module.clone(), d.qual.clone()));
+        if d.training_loop() {
+            graph
+                .loops
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.qual.clone());
         }
     }
     graph
@@ -341,9 +453,11 @@ fn read_file(module: &str, text: &str) -> FileDefs {
     let mut lexer = Blank::default();
     let mut depth: i32 = 0;
     let mut pending_import: Option<String> = None;
+    let mut code = String::new();
     for raw in text.lines() {
         let continued = depth > 0 || lexer.in_triple();
-        let code = lexer.line(raw);
+        lexer.line(raw, &mut code);
+        let code = code.as_str();
         let body = code.trim_start();
         if let Some(from) = &pending_import {
             let from = from.clone();
@@ -377,9 +491,9 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                         name: name.to_owned(),
                         class,
                         calls: Vec::new(),
-                        training_loop: false,
                         loader: false,
                         update: false,
+                        launches: false,
                     });
                     open.push((indent, name.to_owned(), false, Some(out.defs.len() - 1)));
                 }
@@ -411,6 +525,9 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                 }
             }
         }
+        if indent_free_import(body).is_some_and(is_cuda_import) || body.contains("load_inline(") {
+            out.cuda = true;
+        }
         depth += brackets(body);
         let Some(at) = open.iter().rev().find_map(|(.., d)| *d) else {
             continue;
@@ -418,12 +535,36 @@ fn read_file(module: &str, text: &str) -> FileDefs {
         let def = &mut out.defs[at];
         calls_of(body, &mut def.calls);
         def.loader |= is_loader_loop(body);
+        def.launches |= body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
         def.update |= body.contains(".backward(") || body.contains(".step(");
     }
-    for d in &mut out.defs {
-        d.training_loop = d.loader && d.update;
-    }
     out
+}
+
+/// The module an `import`/`from` line imports.
+fn indent_free_import(body: &str) -> Option<&str> {
+    let rest = body
+        .strip_prefix("import ")
+        .or_else(|| body.strip_prefix("from "))?;
+    Some(rest.split([' ', ',']).next().unwrap_or(rest))
+}
+
+/// Modules whose code runs only on CUDA devices: Triton, the CUDA extension builder and
+/// kernel libraries built for CUDA alone.
+fn is_cuda_import(module: &str) -> bool {
+    const CUDA: &[&str] = &[
+        "triton",
+        "torch.utils.cpp_extension",
+        "flash_attn",
+        "xformers",
+        "mamba_ssm",
+        "causal_conv1d",
+        "selective_scan_cuda",
+        "tinycudann",
+        "pointnet2_ops",
+    ];
+    CUDA.iter()
+        .any(|c| module == *c || module.strip_prefix(c).is_some_and(|r| r.starts_with('.')))
 }
 
 /// `for batch in train_loader:`, `for i, batch in enumerate(tqdm(dataloader)):`.
@@ -503,7 +644,10 @@ fn calls_of(code: &str, out: &mut Vec<Call>) {
         } else {
             Call::Bare(name.to_owned())
         };
-        out.push(call);
+        // A name called again in the same function adds no edge.
+        if !out.iter().rev().take(32).any(|c| *c == call) {
+            out.push(call);
+        }
     }
 }
 
@@ -528,9 +672,9 @@ impl Blank {
         self.triple.is_some()
     }
 
-    fn line(&mut self, raw: &str) -> String {
+    fn line(&mut self, raw: &str, out: &mut String) {
         let bytes = raw.as_bytes();
-        let mut out = String::with_capacity(raw.len());
+        out.clear();
         let mut i = 0;
         while i < bytes.len() {
             if let Some(q) = self.triple {
@@ -577,7 +721,6 @@ impl Blank {
                 }
             }
         }
-        out
     }
 }
 
