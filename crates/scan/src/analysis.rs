@@ -13,7 +13,8 @@ pub use callgraph::StepGraph;
 pub use dataflow::{Flow, classify};
 pub use step::{
     device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
-    is_host_class, is_inference_name, is_module_level, is_setup_function, training_loop_body,
+    is_host_class, is_inference_name, is_module_level, is_setup_function, reached_by_step,
+    training_loop_body,
 };
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;
@@ -48,6 +49,7 @@ struct Cache<'a> {
     device_names: RefCell<HashMap<String, bool>>,
     host_names: RefCell<HashMap<String, bool>>,
     host_derived: RefCell<HashMap<String, bool>>,
+    fed_params: RefCell<HashMap<String, bool>>,
 }
 
 impl<'a> Function<'a> {
@@ -192,6 +194,63 @@ impl<'a> Function<'a> {
                 used
             })
             .contains(name)
+    }
+
+    /// The default value of parameter `name`, if it has one.
+    pub fn param_default(&self, name: &str) -> Option<&'a Expr> {
+        self.args
+            .posonlyargs
+            .iter()
+            .chain(&self.args.args)
+            .chain(&self.args.kwonlyargs)
+            .find(|a| a.def.arg.as_str() == name)
+            .and_then(|a| a.default.as_deref())
+    }
+
+    /// The position of parameter `name` among the positional parameters (`self` counted).
+    pub fn param_position(&self, name: &str) -> Option<usize> {
+        self.args
+            .posonlyargs
+            .iter()
+            .chain(&self.args.args)
+            .position(|a| a.def.arg.as_str() == name)
+    }
+
+    /// The body of the class this function is a method of, if known.
+    pub fn class_body(&self) -> Option<&'a [Stmt]> {
+        self.class_body
+    }
+
+    /// The methods of the same class, each as a [`Function`] of that class.
+    pub fn sibling_methods(&self) -> Vec<Function<'a>> {
+        self.class_body
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|s| {
+                let mut f = Function::new(s)?;
+                f.class_body = self.class_body;
+                (f.name != self.name).then_some(f)
+            })
+            .collect()
+    }
+
+    /// The cached answer for parameter `name` fed a tensor by its callers, computed by `f`
+    /// the first time.
+    pub fn fed_param(&self, name: &str, f: impl FnOnce() -> bool) -> bool {
+        if let Some(&known) = self.cache.fed_params.borrow().get(name) {
+            return known;
+        }
+        // A recursive question about the same name while it is computed says no.
+        self.cache
+            .fed_params
+            .borrow_mut()
+            .insert(name.to_owned(), false);
+        let answer = f();
+        self.cache
+            .fed_params
+            .borrow_mut()
+            .insert(name.to_owned(), answer);
+        answer
     }
 
     /// `name` is a parameter of this function.

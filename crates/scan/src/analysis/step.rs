@@ -373,7 +373,11 @@ pub fn in_project_step(sem: &Semantic<'_>) -> bool {
     let (Some(modules), Some(symbol)) = (sem.project_modules(), sem.symbol()) else {
         return false;
     };
-    if !modules.steps.reaches(&sem.module, &symbol) {
+    // A training script's loop function is step code in its loop only
+    // ([`training_loop_body`]).
+    if !modules.steps.reaches(&sem.module, &symbol)
+        || modules.steps.runs_training_loop(&sem.module, &symbol)
+    {
         return false;
     }
     let host = sem.current_class().is_some_and(|c| {
@@ -420,4 +424,13 @@ fn iterates_loader(iter: &Expr) -> bool {
         Expr::Attribute(a) => a.attr.as_str().to_ascii_lowercase().contains("loader"),
         _ => false,
     })
+}
+
+/// The project's step graph reaches the function being walked (whatever its name says): it
+/// runs in the training step.
+pub fn reached_by_step(sem: &Semantic<'_>) -> bool {
+    let (Some(modules), Some(symbol)) = (sem.project_modules(), sem.symbol()) else {
+        return false;
+    };
+    modules.steps.reaches(&sem.module, &symbol)
 }

@@ -65,6 +65,9 @@ pub fn is_tensor_name(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, dept
         return is_tensor_annotation(annotation);
     }
     let values = func.assigned(name);
+    if values.is_empty() && func.is_param(name) {
+        return depth < 3 && param_holds_tensor(sem, func, name, depth);
+    }
     values.iter().any(|(_, v)| {
         holds_tensor(sem, func, v, depth + 1)
             || (depth < 3
@@ -259,6 +262,55 @@ pub const OUTPUT_ATTRS: &[&str] = &[
     "values",
 ];
 
+/// Attributes that only a model's output has, whatever it is bound to (`out.logits` of a
+/// parameter `out`).
+const STRONG_OUTPUT_ATTRS: &[&str] = &[
+    "logits",
+    "hidden_states",
+    "last_hidden_state",
+    "pooler_output",
+    "encoder_last_hidden_state",
+];
+
+/// A parameter without annotation that holds a tensor by its default (`mask=torch.ones(4)`)
+/// or by what the callers in its class pass (the per-function summary of a method: every
+/// `self.method(...)` call hands it a tensor).
+fn param_holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, name: &str, depth: u32) -> bool {
+    if func
+        .param_default(name)
+        .is_some_and(|d| is_tensor_value(sem, d))
+    {
+        return true;
+    }
+    let (Some(pos), Some(_)) = (func.param_position(name), func.class_body()) else {
+        return false;
+    };
+    func.fed_param(name, || {
+        let mut fed = false;
+        for caller in func.sibling_methods() {
+            let calls = super::find(caller.body, |e| {
+                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
+                    if a.attr.as_str() == func.name
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")))
+            });
+            for occ in calls {
+                let Expr::Call(c) = occ.expr else { continue };
+                let arg = c
+                    .keywords
+                    .iter()
+                    .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == name))
+                    .map(|k| &k.value)
+                    .or_else(|| c.args.get(pos.checked_sub(1)?));
+                match arg {
+                    Some(a) if holds_tensor(sem, &caller, a, depth + 2) => fed = true,
+                    _ => return false,
+                }
+            }
+        }
+        fed
+    })
+}
+
 /// `value` holds a tensor (or a model's output of tensors): a torch call or a tensor method
 /// ([`is_tensor_value`]), a call of a submodule of `self` or of a local model instance, an
 /// output attribute or key of such a value, a subscript of a tensor (`out.hidden_states[-1][:,
@@ -278,7 +330,9 @@ pub fn holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, value: &Expr, depth
                         && holds_tensor(sem, func, &a.value, depth + 1))
         }
         Expr::Attribute(a) => {
-            OUTPUT_ATTRS.contains(&a.attr.as_str()) && holds_tensor(sem, func, &a.value, depth + 1)
+            (STRONG_OUTPUT_ATTRS.contains(&a.attr.as_str()) && !is_self_attr(&a.value))
+                || (OUTPUT_ATTRS.contains(&a.attr.as_str())
+                    && holds_tensor(sem, func, &a.value, depth + 1))
         }
         Expr::Subscript(s) => holds_tensor(sem, func, &s.value, depth + 1),
         Expr::Name(_) => is_tensor_name(sem, func, value, depth + 1),

@@ -59,7 +59,9 @@ impl Rule for PerElementLoop {
         }
         // Host work expected at inference (sampling loops, decoding, action post-processing)
         // is left to the loop shapes that were always reported there.
-        let training = !analysis::in_inference_code(sem) && !is_validation(sem);
+        // A function that the project's step reaches is training code whatever its name says.
+        let training = !is_validation(sem)
+            && (!analysis::in_inference_code(sem) || analysis::reached_by_step(sem));
         let mut loops = Vec::new();
         analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
@@ -218,7 +220,9 @@ fn per_element(
             let mut vars = Vec::new();
             names_of(&f.target, &mut vars);
             if iterates_tensor(sem, func, &f.iter) {
-                if is_recurrent(&f.body, &vars) || !uses_rows(&f.body, &vars) {
+                if is_recurrent(&f.body, &vars)
+                    || !(uses_rows(&f.body, &vars) || updates_at(&f.body, &vars))
+                {
                     return None;
                 }
                 return Some("Python loop iterates a tensor row by row".to_owned());
@@ -340,6 +344,22 @@ fn indexes_own_attribute(body: &[Stmt], var: &str) -> bool {
                         && (elements::named_fixed(&s.value) || a.attr.as_str().ends_with("codebooks"))))
     })
     .is_empty()
+}
+
+/// The body writes a tensor of the module at the loop variables (`self.usage[idx] += 1`): an
+/// indexed update per element.
+fn updates_at(body: &[Stmt], vars: &[&str]) -> bool {
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    all.iter().any(|s| {
+        let target = match s {
+            Stmt::AugAssign(a) => a.target.as_ref(),
+            Stmt::Assign(a) if a.targets.len() == 1 => &a.targets[0],
+            _ => return false,
+        };
+        matches!(target, Expr::Subscript(t)
+            if vars.iter().any(|v| analysis::reads(&t.slice, v)) && is_self_attr(&t.value))
+    })
 }
 
 /// The body computes with the loop variables (a call reads one), beyond checking their type.
