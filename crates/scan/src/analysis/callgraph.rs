@@ -202,12 +202,26 @@ struct FileDefs {
 }
 
 /// A root of the step: `forward`, a training step (`training_step`, `train_batch`, a
-/// script's training loop) or a loss. A bare `step` is not one: environments, schedulers
+/// script's training loop, an agent's `update`) or a loss. A bare `step` is not one: environments, schedulers
 /// and callbacks have those.
 fn is_root(def: &Def) -> bool {
     let lower = def.name.to_ascii_lowercase();
     let training = lower.split('_').any(|w| w == "train" || w == "training");
+    // The update of an agent or algorithm (`agent.update(replay_sample)`) is its training step.
+    let update = def.class.is_some()
+        && matches!(
+            lower.as_str(),
+            "update"
+                | "_update"
+                | "learn"
+                | "_learn"
+                | "optimize"
+                | "_optimize"
+                | "train"
+                | "_train"
+        );
     def.training_loop()
+        || update
         || def.name == "forward"
         || lower.contains("loss")
         || (training && crate::semantic::is_training_step_name(&lower))

@@ -57,9 +57,11 @@ impl Rule for HostTargets {
         let mut step =
             !host_class && (analysis::in_project_step(sem) || analysis::in_update_code(sem));
         // A training script's loop over its data loader: its body runs every step.
+        let mut script_loop = false;
         if !step && let Some(body) = analysis::training_loop_body(sem, def) {
             func.body = body;
             step = true;
+            script_loop = true;
         }
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
@@ -94,6 +96,36 @@ impl Rule for HostTargets {
         } else if returns {
             pulls(cx, def, &func, &[], RETURNS);
         }
+        if script_loop {
+            host_metrics(cx, &func, &uploads);
+        }
+    }
+}
+
+/// In a training script's loop: a tensor pulled with `.cpu()` straight into a comparison or
+/// arithmetic (`(logits[..., -1].cpu() > 0.5) == target`), a metric computed on the host
+/// every step. Values that only go to a log are left alone.
+fn host_metrics<'a>(cx: &mut Checker<'a>, func: &Function<'a>, uploads: &[TextRange]) {
+    let found = analysis::find(func.body, |e| {
+        matches!(e, Expr::Call(c) if c.args.is_empty()
+            && matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "cpu"))
+    });
+    for occ in found {
+        let computes = matches!(
+            occ.ancestors.last(),
+            Some(analysis::Node::Expr(Expr::Compare(_) | Expr::BinOp(_)))
+        );
+        let range = occ.expr.range();
+        if !computes
+            || analysis::in_log_call(&occ.ancestors)
+            || uploads.iter().any(|u| u.contains_range(range))
+        {
+            continue;
+        }
+        cx.report(
+            pull_site(occ.expr),
+            "the training loop pulls a device tensor to the host and computes a metric from it there,              a host-device sync and a copy per step on the NPU; compute it with torch ops on the device              (see P_TGT.md)",
+        );
     }
 }
 
