@@ -57,7 +57,16 @@ pub fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
     host_batch
         || SETUP.contains(&name)
         || [
-            "_init", "init_", "_build", "build_", "_setup", "setup", "_make", "_create", "create_",
+            "_init",
+            "init_",
+            "initialize",
+            "_build",
+            "build_",
+            "_setup",
+            "setup",
+            "_make",
+            "_create",
+            "create_",
         ]
         .iter()
         .any(|p| lower.starts_with(p))
@@ -229,6 +238,8 @@ pub fn is_inference_name(name: &str) -> bool {
         "save",
         "load",
         "env",
+        "summary",
+        "summaries",
     ];
     let lower = name.to_ascii_lowercase();
     // A loss is computed for training, whatever else the name says (`compute_act_loss`).

@@ -54,8 +54,12 @@ impl Rule for HostTargets {
         let host_class = sem
             .current_class()
             .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
-        let mut step =
-            !host_class && (analysis::in_project_step(sem) || analysis::in_update_code(sem));
+        let direct = analysis::in_step_code(sem) || analysis::in_update_code(sem);
+        let mut step = !host_class && (direct || analysis::in_project_step(sem));
+        // A free helper that the step reaches across files: a round trip it returns to its
+        // caller is one finding with its uploads as related sites.
+        let reached_helper =
+            step && !direct && !sem.current_function().is_some_and(|f| f.is_method);
         // A training script's loop over its data loader: its body runs every step.
         let mut script_loop = false;
         if !step && let Some(body) = analysis::training_loop_body(sem, def) {
@@ -85,7 +89,7 @@ impl Rule for HostTargets {
             }
             return;
         }
-        if !training {
+        if !training || (reached_helper && round_trip_helper(cx, def, &func)) {
             return;
         }
         moves::cpu_round_trip(cx, def, &func);
