@@ -3,10 +3,19 @@
 //! and finding expressions with their ancestors. [`values`] judges what a value is and
 //! [`dataflow`] where a new tensor goes.
 
+mod callgraph;
 mod dataflow;
+mod step;
+pub mod tensors;
 mod values;
 
+pub use callgraph::StepGraph;
 pub use dataflow::{Flow, classify};
+pub use step::{
+    device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
+    is_host_class, is_inference_name, is_module_level, is_setup_function, reached_by_step,
+    training_loop_body,
+};
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;
 pub use values::{derives_from_host, is_host_scalar, is_sequence_literal};
@@ -40,6 +49,7 @@ struct Cache<'a> {
     device_names: RefCell<HashMap<String, bool>>,
     host_names: RefCell<HashMap<String, bool>>,
     host_derived: RefCell<HashMap<String, bool>>,
+    fed_params: RefCell<HashMap<String, bool>>,
 }
 
 impl<'a> Function<'a> {
@@ -186,6 +196,63 @@ impl<'a> Function<'a> {
             .contains(name)
     }
 
+    /// The default value of parameter `name`, if it has one.
+    pub fn param_default(&self, name: &str) -> Option<&'a Expr> {
+        self.args
+            .posonlyargs
+            .iter()
+            .chain(&self.args.args)
+            .chain(&self.args.kwonlyargs)
+            .find(|a| a.def.arg.as_str() == name)
+            .and_then(|a| a.default.as_deref())
+    }
+
+    /// The position of parameter `name` among the positional parameters (`self` counted).
+    pub fn param_position(&self, name: &str) -> Option<usize> {
+        self.args
+            .posonlyargs
+            .iter()
+            .chain(&self.args.args)
+            .position(|a| a.def.arg.as_str() == name)
+    }
+
+    /// The body of the class this function is a method of, if known.
+    pub fn class_body(&self) -> Option<&'a [Stmt]> {
+        self.class_body
+    }
+
+    /// The methods of the same class, each as a [`Function`] of that class.
+    pub fn sibling_methods(&self) -> Vec<Function<'a>> {
+        self.class_body
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|s| {
+                let mut f = Function::new(s)?;
+                f.class_body = self.class_body;
+                (f.name != self.name).then_some(f)
+            })
+            .collect()
+    }
+
+    /// The cached answer for parameter `name` fed a tensor by its callers, computed by `f`
+    /// the first time.
+    pub fn fed_param(&self, name: &str, f: impl FnOnce() -> bool) -> bool {
+        if let Some(&known) = self.cache.fed_params.borrow().get(name) {
+            return known;
+        }
+        // A recursive question about the same name while it is computed says no.
+        self.cache
+            .fed_params
+            .borrow_mut()
+            .insert(name.to_owned(), false);
+        let answer = f();
+        self.cache
+            .fed_params
+            .borrow_mut()
+            .insert(name.to_owned(), answer);
+        answer
+    }
+
     /// `name` is a parameter of this function.
     pub fn is_param(&self, name: &str) -> bool {
         self.args
@@ -243,362 +310,6 @@ pub fn function_entry<'a>(sem: &Semantic<'a>, stmt: &'a Stmt) -> Option<&'a Stmt
         _ => None,
     }?;
     std::ptr::eq(first, stmt).then_some(def)
-}
-
-/// Code that runs on the device once per step: device code (module methods, training
-/// steps, losses) other than constructors, builders, weight initialisers, class methods,
-/// host-side batch preparation and data transforms.
-pub fn in_step_code(sem: &Semantic<'_>) -> bool {
-    if !sem.in_device_code() {
-        return false;
-    }
-    // torchvision transforms are `nn.Module`s that run in DataLoader workers.
-    let transform = sem.current_class().is_some_and(|c| {
-        c.bases
-            .iter()
-            .any(|b| b.starts_with("torchvision.") || b.ends_with("Transform"))
-    });
-    !transform
-        && !sem.stmts().iter().any(|s| match s {
-            Stmt::FunctionDef(f) => is_setup_function(f.name.as_str(), &f.decorator_list),
-            Stmt::AsyncFunctionDef(f) => is_setup_function(f.name.as_str(), &f.decorator_list),
-            _ => false,
-        })
-}
-
-/// A constructor, weight initialiser, builder or host-side batch preparation (by its name or
-/// decorators): code that runs once, or before the batch reaches the device.
-pub fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
-    const SETUP: &[&str] = &[
-        "__init__",
-        "__post_init__",
-        "__setstate__",
-        "reset_parameters",
-        "_reset_parameters",
-        "init_weights",
-        "_init_weights",
-        "initialize_weights",
-        "from_config",
-        "from_pretrained",
-        "build",
-    ];
-    let lower = name.to_ascii_lowercase();
-    // Batch preparation runs on the host batch before it is moved to the device.
-    let host_batch = [
-        "process_batch",
-        "preprocess",
-        "collate",
-        "prepare_batch",
-        "prepare_data",
-    ]
-    .iter()
-    .any(|p| lower.contains(p));
-    host_batch
-        || SETUP.contains(&name)
-        || [
-            "_init", "init_", "_build", "build_", "_setup", "setup", "_make", "_create", "create_",
-        ]
-        .iter()
-        .any(|p| lower.starts_with(p))
-        || decorators
-            .iter()
-            .any(|d| matches!(d, Expr::Name(n) if n.id.as_str() == "classmethod"))
-}
-
-/// The update side of a trainer, agent or algorithm that is not an `nn.Module` (RL libraries'
-/// `update`, `learn`, `train_step`, `_train`, `_update_with_batch`, `compute_*_loss`): it runs on
-/// the device once per optimisation step like a module's `forward`. So does the `__call__` of
-/// an attention processor. Methods of data, environment, logging and metric classes are not,
-/// and neither are setup methods.
-pub fn in_update_code(sem: &Semantic<'_>) -> bool {
-    let Some(f) = sem.current_function() else {
-        return false;
-    };
-    if !f.is_method || is_inference_name(&f.name) {
-        return false;
-    }
-    let Some(class) = sem.current_class() else {
-        return false;
-    };
-    // An attention processor's `__call__` is the attention of the model's `forward`.
-    if f.name == "__call__"
-        && (class.name.contains("AttnProcessor") || class.name.contains("AttentionProcessor"))
-    {
-        return true;
-    }
-    if is_host_class(&class.name, &class.bases) {
-        return false;
-    }
-    let setup = sem.stmts().iter().any(|s| match s {
-        Stmt::FunctionDef(d) => is_setup_function(d.name.as_str(), &d.decorator_list),
-        _ => false,
-    });
-    !setup && (is_update_name(&f.name.to_ascii_lowercase()) || called_by_update(sem, &f.name))
-}
-
-/// A private helper (`_one_hot_targets`) that an update method of the same class calls as
-/// `self._one_hot_targets(...)`: part of the update step.
-fn called_by_update(sem: &Semantic<'_>, name: &str) -> bool {
-    if !name.starts_with('_') || name.starts_with("__") {
-        return false;
-    }
-    let Some(class) = sem.stmts().iter().rev().find_map(|s| match s {
-        Stmt::ClassDef(c) => Some(c),
-        _ => None,
-    }) else {
-        return false;
-    };
-    class.body.iter().any(|stmt| {
-        let Stmt::FunctionDef(d) = stmt else {
-            return false;
-        };
-        d.name.as_str() != name
-            && is_update_name(&d.name.as_str().to_ascii_lowercase())
-            && !find(&d.body, |e| {
-                matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
-                    if a.attr.as_str() == name
-                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")))
-            })
-            .is_empty()
-    })
-}
-
-/// An update, learning or loss method name.
-fn is_update_name(lower: &str) -> bool {
-    const EXACT: &[&str] = &[
-        "update",
-        "learn",
-        "optimize",
-        "_optimize",
-        "_train",
-        "_update",
-    ];
-    EXACT.contains(&lower)
-        || lower.contains("loss")
-        || crate::semantic::is_training_step_name(lower)
-        || [
-            "update_", "_update_", "learn_", "_learn_", "train_", "_train_",
-        ]
-        .iter()
-        .any(|p| lower.starts_with(p))
-}
-
-/// A class whose methods run on the host around the training step: data, replay storage,
-/// environments and their wrappers, collectors, callbacks, loggers, metrics, tokenizers and
-/// processors (attention processors excepted: they run inside `forward`).
-pub fn is_host_class(name: &str, bases: &[String]) -> bool {
-    const HOST: &[&str] = &[
-        "Dataset",
-        "DataLoader",
-        "Sampler",
-        "Buffer",
-        "Storage",
-        "Env",
-        "Wrapper",
-        "Collector",
-        "Callback",
-        "Logger",
-        "Writer",
-        "Observer",
-        "Meter",
-        "Metric",
-        "Tokenizer",
-        "Transform",
-        "Explorer",
-        "Pipeline",
-        "Player",
-        "Controller",
-    ];
-    std::iter::once(name)
-        .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
-        .any(|n| {
-            // By suffix: a `Transformer` is no `Transform`.
-            HOST.iter().any(|h| n.ends_with(h))
-                || (n.ends_with("Processor") && !n.contains("Attn") && !n.contains("Attention"))
-        })
-}
-
-/// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
-/// inference, in rollouts or around loading and logging.
-pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
-    in_evaluation_module(sem)
-        || sem.scopes().iter().any(|s| {
-            matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
-        })
-}
-
-/// The file belongs to evaluation or deployment code by its path (`eval/simpler/model_wrapper.py`,
-/// `evaluate/wrapper/…`, `deploy.py`): simulator benchmarks and robot servers, not the
-/// training step.
-fn in_evaluation_module(sem: &Semantic<'_>) -> bool {
-    sem.module.split('.').any(|part| {
-        matches!(
-            part,
-            "eval" | "evals" | "evaluate" | "evaluation" | "deploy" | "deployment" | "inference"
-        ) || part.starts_with("eval_")
-    })
-}
-
-/// A function that runs at inference or in rollouts, not in the optimisation step: its
-/// host-side work (action post-processing, decoding, sampling loops) is expected there.
-pub fn is_inference_name(name: &str) -> bool {
-    const WORDS: &[&str] = &[
-        "generate",
-        "predict",
-        "infer",
-        "inference",
-        "sample",
-        "sampling",
-        "rank",
-        "rollout",
-        "collect",
-        "act",
-        "decode",
-        "extract",
-        "evaluate",
-        "eval",
-        "test",
-        "render",
-        "explore",
-        "exploration",
-        "visualize",
-        "plot",
-        "export",
-        "dumps",
-        "save",
-        "load",
-        "env",
-    ];
-    let lower = name.to_ascii_lowercase();
-    // A loss is computed for training, whatever else the name says (`compute_act_loss`).
-    !lower.contains("loss") && lower.split('_').any(|w| WORDS.contains(&w))
-}
-
-/// Some enclosing expression (of the `ancestors` of an [`Occurrence`]) hands the value to a
-/// log, a print, a formatted string, a stats list or dict: a value that leaves the step only
-/// to be looked at.
-pub fn in_log_call(ancestors: &[Node<'_>]) -> bool {
-    const LOG: &[&str] = &[
-        "append",
-        "extend",
-        "log",
-        "log_dict",
-        "add_scalar",
-        "add_scalars",
-        "add_histogram",
-        "print",
-        "info",
-        "debug",
-        "warning",
-        "record",
-        "record_mean",
-        "format",
-        "str",
-        "set_postfix",
-        "Histogram",
-    ];
-    ancestors.iter().any(|n| match n {
-        Node::Expr(Expr::Call(c)) => LOG.contains(&last_name(&c.func)),
-        Node::Expr(Expr::JoinedStr(_) | Expr::FormattedValue(_) | Expr::Dict(_)) => true,
-        _ => false,
-    })
-}
-
-/// The walk is at module level (no enclosing function or class).
-pub fn is_module_level(sem: &Semantic<'_>) -> bool {
-    sem.scopes().len() == 1
-}
-
-/// Module-level functions of `body` (a file with the source `text`) that device code of the
-/// same file calls by name and that are not device code themselves (those are checked where
-/// they are defined).
-pub fn device_helpers<'a>(sem: &Semantic<'a>, text: &str, body: &'a [Stmt]) -> Vec<&'a Stmt> {
-    let candidates: Vec<&'a str> = body
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::FunctionDef(f) if !is_step_or_loss_name(f.name.as_str()) => Some(f.name.as_str()),
-            _ => None,
-        })
-        .collect();
-    if candidates.is_empty() {
-        return Vec::new();
-    }
-    let module_classes = module_classes(sem, body);
-    let mut called: Vec<&'a str> = Vec::new();
-    let mut collect = |def: &Stmt, stmts: &'a [Stmt]| {
-        // A call by name spells the name: code that spells no candidate calls none.
-        let source = text
-            .get(usize::from(def.start())..usize::from(def.end()))
-            .unwrap_or(text);
-        if !candidates.iter().any(|name| source.contains(name)) {
-            return;
-        }
-        for occ in find(
-            stmts,
-            |e| matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Name(_))),
-        ) {
-            if let Expr::Call(c) = occ.expr
-                && let Expr::Name(n) = c.func.as_ref()
-            {
-                called.push(n.id.as_str());
-            }
-        }
-    };
-    for stmt in body {
-        match stmt {
-            Stmt::ClassDef(c) if module_classes.contains(&c.name.as_str()) => {
-                for item in &c.body {
-                    if let Stmt::FunctionDef(f) = item
-                        && !is_setup_function(f.name.as_str(), &f.decorator_list)
-                    {
-                        collect(item, &f.body);
-                    }
-                }
-            }
-            Stmt::FunctionDef(f) if is_step_or_loss_name(f.name.as_str()) => collect(stmt, &f.body),
-            _ => {}
-        }
-    }
-    body.iter()
-        .filter(|s| match s {
-            Stmt::FunctionDef(f) => {
-                !is_step_or_loss_name(f.name.as_str()) && called.contains(&f.name.as_str())
-            }
-            _ => false,
-        })
-        .collect()
-}
-
-/// Classes of `body` that are `nn.Module`s: a `forward` method, a torch/Lightning/
-/// transformers base, or a base that is such a class of this file.
-fn module_classes<'a>(sem: &Semantic<'a>, body: &'a [Stmt]) -> Vec<&'a str> {
-    let mut out: Vec<&'a str> = Vec::new();
-    for stmt in body {
-        let Stmt::ClassDef(c) = stmt else { continue };
-        let has_forward = c
-            .body
-            .iter()
-            .any(|s| matches!(s, Stmt::FunctionDef(f) if f.name.as_str() == "forward"));
-        let base_is_module = c.bases.iter().any(|b| {
-            let q = sem.resolve(b).unwrap_or_else(|| crate::semantic::dotted(b));
-            q.starts_with("torch.nn.")
-                || q.starts_with("pytorch_lightning.")
-                || q.starts_with("lightning.")
-                || q.ends_with("Module")
-                || q.ends_with("PreTrainedModel")
-                || out.contains(&q.as_str())
-        });
-        if has_forward || base_is_module {
-            out.push(c.name.as_str());
-        }
-    }
-    out
-}
-
-/// Training-step and loss function names, as the semantic model judges them.
-fn is_step_or_loss_name(name: &str) -> bool {
-    let lower = name.to_ascii_lowercase();
-    lower.contains("loss") || crate::semantic::is_training_step_name(&lower)
 }
 
 // ---- finding expressions with their ancestors ----------------------------------------

@@ -14,6 +14,8 @@ use std::collections::{HashMap, HashSet};
 #[derive(Debug, Default)]
 pub struct ModuleClasses {
     names: HashSet<String>,
+    /// The project's per-step call graph, read from the same texts.
+    pub steps: crate::analysis::StepGraph,
 }
 
 /// One `class` header: its name, the last segment of each base, and whether its body
@@ -30,15 +32,20 @@ impl ModuleClasses {
     /// are left out; the check of that file reports them).
     pub fn collect(entries: &[FileEntry], max_file_size: u64) -> ModuleClasses {
         let mut headers = Vec::new();
+        let mut texts = Vec::new();
         for entry in entries.iter().filter(|e| e.kind == FileKind::Python) {
             if std::fs::metadata(&entry.path).map_or(true, |m| m.len() > max_file_size) {
                 continue;
             }
             if let Ok(bytes) = std::fs::read(&entry.path) {
-                headers.extend(class_headers(&String::from_utf8_lossy(&bytes)));
+                let text = String::from_utf8_lossy(&bytes).into_owned();
+                headers.extend(class_headers(&text));
+                texts.push((entry.rel.as_str(), text));
             }
         }
-        ModuleClasses::from_headers(&headers)
+        let mut classes = ModuleClasses::from_headers(&headers);
+        classes.steps = crate::analysis::StepGraph::build(texts);
+        classes
     }
 
     /// The module classes of some source texts (tests, one-file scans).
@@ -73,7 +80,10 @@ impl ModuleClasses {
             }
             names.extend(found);
         }
-        ModuleClasses { names }
+        ModuleClasses {
+            names,
+            steps: crate::analysis::StepGraph::default(),
+        }
     }
 
     /// Is a class of this name (a base as written or resolved: `BasePolicy`,

@@ -178,6 +178,11 @@ impl<'a> Semantic<'a> {
         self.project_modules = Some(modules);
     }
 
+    /// The project's module classes and step graph, when the scan gave them.
+    pub fn project_modules(&self) -> Option<&'a ModuleClasses> {
+        self.project_modules
+    }
+
     // ---- name resolution -------------------------------------------------------------
 
     /// The qualified name an expression refers to through imports: `th.randn` → `torch.randn`,

@@ -45,24 +45,36 @@ impl Rule for HostTensor {
             .semantic()
             .current_function()
             .is_some_and(|f| f.name.starts_with("test_"));
-        if !analysis::in_step_code(cx.semantic()) || test {
+        if test {
             return;
         }
-        check_function(cx, def);
+        // A free helper reached from a step in another file makes tensors for its caller,
+        // which moves them: only methods follow the project's step model here.
+        let sem = cx.semantic();
+        let method = sem.current_function().is_some_and(|f| f.is_method);
+        if analysis::in_step_code(sem) || (method && analysis::in_project_step(sem)) {
+            check_function(cx, def, None);
+        } else if let Some(body) = analysis::training_loop_body(cx.semantic(), def) {
+            check_function(cx, def, Some(body));
+        }
     }
 
     fn file_end<'a>(&self, cx: &mut Checker<'a>, body: &'a [Stmt]) {
         // Module-level helpers called from device code in this file run on the device too.
         for def in analysis::device_helpers(cx.semantic(), cx.file().text, body) {
-            check_function(cx, def);
+            check_function(cx, def, None);
         }
     }
 }
 
-fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt) {
-    let Some(func) = analysis::Function::in_class(cx.semantic(), def) else {
+/// Check the function `def`, or only `body` of it (the loop of a training script).
+fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt, body: Option<&'a [Stmt]>) {
+    let Some(mut func) = analysis::Function::in_class(cx.semantic(), def) else {
         return;
     };
+    if let Some(body) = body {
+        func.body = body;
+    }
     let sem = cx.semantic();
     let calls = analysis::find(func.body, |e| factory_name(sem, e).is_some());
     // After the function moves its inputs to the CPU (`r = r.to("cpu")`), it computes on the

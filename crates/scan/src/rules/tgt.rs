@@ -47,14 +47,26 @@ impl Rule for HostTargets {
         let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
             return;
         };
-        let Some(func) = Function::in_class(cx.semantic(), def) else {
+        let Some(mut func) = Function::in_class(cx.semantic(), def) else {
             return;
         };
         let sem = cx.semantic();
         let host_class = sem
             .current_class()
             .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
-        let step = !host_class && (analysis::in_step_code(sem) || analysis::in_update_code(sem));
+        let direct = analysis::in_step_code(sem) || analysis::in_update_code(sem);
+        let mut step = !host_class && (direct || analysis::in_project_step(sem));
+        // A free helper that the step reaches across files: a round trip it returns to its
+        // caller is one finding with its uploads as related sites.
+        let reached_helper =
+            step && !direct && !sem.current_function().is_some_and(|f| f.is_method);
+        // A training script's loop over its data loader: its body runs every step.
+        let mut script_loop = false;
+        if !step && let Some(body) = analysis::training_loop_body(sem, def) {
+            func.body = body;
+            step = true;
+            script_loop = true;
+        }
         // Inference and rollouts hand their results to the robot or the environment anyway.
         let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
         // A method handed a data loader runs the evaluation loop itself, not one step of it.
@@ -77,7 +89,7 @@ impl Rule for HostTargets {
             }
             return;
         }
-        if !training {
+        if !training || (reached_helper && round_trip_helper(cx, def, &func)) {
             return;
         }
         moves::cpu_round_trip(cx, def, &func);
@@ -88,6 +100,36 @@ impl Rule for HostTargets {
         } else if returns {
             pulls(cx, def, &func, &[], RETURNS);
         }
+        if script_loop {
+            host_metrics(cx, &func, &uploads);
+        }
+    }
+}
+
+/// In a training script's loop: a tensor pulled with `.cpu()` straight into a comparison or
+/// arithmetic (`(logits[..., -1].cpu() > 0.5) == target`), a metric computed on the host
+/// every step. Values that only go to a log are left alone.
+fn host_metrics<'a>(cx: &mut Checker<'a>, func: &Function<'a>, uploads: &[TextRange]) {
+    let found = analysis::find(func.body, |e| {
+        matches!(e, Expr::Call(c) if c.args.is_empty()
+            && matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "cpu"))
+    });
+    for occ in found {
+        let computes = matches!(
+            occ.ancestors.last(),
+            Some(analysis::Node::Expr(Expr::Compare(_) | Expr::BinOp(_)))
+        );
+        let range = occ.expr.range();
+        if !computes
+            || analysis::in_log_call(&occ.ancestors)
+            || uploads.iter().any(|u| u.contains_range(range))
+        {
+            continue;
+        }
+        cx.report(
+            pull_site(occ.expr),
+            "the training loop pulls a device tensor to the host and computes a metric from it there,              a host-device sync and a copy per step on the NPU; compute it with torch ops on the device              (see P_TGT.md)",
+        );
     }
 }
 

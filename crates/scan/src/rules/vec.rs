@@ -5,10 +5,14 @@
 //! each other (`h = cell(x[:, t], h)`).
 
 use super::{Checker, Rule, RuleInfo};
+use crate::analysis::tensors::{
+    is_local_container, is_pieces, is_rows_comprehension, is_self_attr, is_tensor_expr,
+    is_tensor_size, iterates_tensor,
+};
 use crate::analysis::{self, Function};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
-use crate::source::ast::{self, Expr, ExprContext, Ranged, Stmt};
+use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
 mod elements;
@@ -34,8 +38,9 @@ impl Rule for PerElementLoop {
             return;
         };
         let sem = cx.semantic();
-        let step = analysis::in_step_code(sem) || is_metric_loss(sem);
-        if !step && !analysis::in_update_code(sem) {
+        let step = analysis::in_project_step(sem) || is_metric_loss(sem);
+        let training_loop = analysis::training_loop_body(sem, def).filter(|_| !step);
+        if !step && training_loop.is_none() && !analysis::in_update_code(sem) {
             return;
         }
         // Callbacks, metrics, buffers and environments run on the host around the step. A
@@ -46,12 +51,17 @@ impl Rule for PerElementLoop {
         }) {
             return;
         }
-        let Some(func) = Function::in_class(sem, def) else {
+        let Some(mut func) = Function::in_class(sem, def) else {
             return;
         };
+        if let Some(body) = training_loop {
+            func.body = body;
+        }
         // Host work expected at inference (sampling loops, decoding, action post-processing)
         // is left to the loop shapes that were always reported there.
-        let training = !analysis::in_inference_code(sem) && !is_validation(sem);
+        // A function that the project's step reaches is training code whatever its name says.
+        let training = !is_validation(sem)
+            && (!analysis::in_inference_code(sem) || analysis::reached_by_step(sem));
         let mut loops = Vec::new();
         analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
@@ -210,7 +220,9 @@ fn per_element(
             let mut vars = Vec::new();
             names_of(&f.target, &mut vars);
             if iterates_tensor(sem, func, &f.iter) {
-                if is_recurrent(&f.body, &vars) || !uses_rows(&f.body, &vars) {
+                if is_recurrent(&f.body, &vars)
+                    || !(uses_rows(&f.body, &vars) || updates_at(&f.body, &vars))
+                {
                     return None;
                 }
                 return Some("Python loop iterates a tensor row by row".to_owned());
@@ -334,6 +346,22 @@ fn indexes_own_attribute(body: &[Stmt], var: &str) -> bool {
     .is_empty()
 }
 
+/// The body writes a tensor of the module at the loop variables (`self.usage[idx] += 1`): an
+/// indexed update per element.
+fn updates_at(body: &[Stmt], vars: &[&str]) -> bool {
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    all.iter().any(|s| {
+        let target = match s {
+            Stmt::AugAssign(a) => a.target.as_ref(),
+            Stmt::Assign(a) if a.targets.len() == 1 => &a.targets[0],
+            _ => return false,
+        };
+        matches!(target, Expr::Subscript(t)
+            if vars.iter().any(|v| analysis::reads(&t.slice, v)) && is_self_attr(&t.value))
+    })
+}
+
 /// The body computes with the loop variables (a call reads one), beyond checking their type.
 fn uses_rows(body: &[Stmt], vars: &[&str]) -> bool {
     analysis::try_each_expr(body, |e| {
@@ -392,233 +420,6 @@ fn range_bound(iter: &Expr) -> Option<&Expr> {
     }
 }
 
-/// A tensor's size: `x.shape[k]`, `x.size(k)`, `x.size()[k]`, `len(tensor)`, or a local
-/// name assigned from one (`B = x.shape[0]`, `b, s, _ = x.shape`).
-fn is_tensor_size(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
-    if depth > 3 {
-        return false;
-    }
-    match expr {
-        Expr::Subscript(s) => is_shape(&s.value),
-        Expr::Attribute(a) => a.attr.as_str() == "shape",
-        Expr::Call(c) => match c.func.as_ref() {
-            Expr::Attribute(a) => a.attr.as_str() == "size" && !is_self_attr(&a.value),
-            Expr::Name(n) if n.id.as_str() == "len" => {
-                c.args.first().is_some_and(|a| is_tensor_expr(sem, func, a))
-            }
-            _ => false,
-        },
-        Expr::Name(n) => {
-            let values = func.assigned(n.id.as_str());
-            !values.is_empty()
-                && values
-                    .iter()
-                    .all(|(_, v)| is_tensor_size(sem, func, v, depth + 1))
-        }
-        _ => false,
-    }
-}
-
-fn is_shape(expr: &Expr) -> bool {
-    match expr {
-        Expr::Attribute(a) => a.attr.as_str() == "shape",
-        Expr::Call(c) => matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "size"),
-        _ => false,
-    }
-}
-
-fn is_self_attr(expr: &Expr) -> bool {
-    match expr {
-        Expr::Name(n) => n.id.as_str() == "self",
-        Expr::Attribute(a) => is_self_attr(&a.value),
-        _ => false,
-    }
-}
-
-/// A name that holds a tensor: a parameter annotated `Tensor`, a local assigned from a torch
-/// call or a tensor method (`.to`, `.float()`, …), or a local annotated `Tensor` where it is bound.
-fn is_tensor_expr(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
-    is_tensor_name(sem, func, expr, 0)
-}
-
-/// [`is_tensor_expr`], following plain aliases (`total_ids = input_ids`) a few names deep.
-fn is_tensor_name(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr, depth: u32) -> bool {
-    let Expr::Name(n) = expr else {
-        return false;
-    };
-    let name = n.id.as_str();
-    if let Some(annotation) = func.param_annotation(name) {
-        return is_tensor_annotation(annotation);
-    }
-    let values = func.assigned(name);
-    values.iter().any(|(_, v)| {
-        is_tensor_value(sem, v)
-            || (depth < 3
-                && matches!(v, Expr::Name(alias) if alias.id.as_str() != name)
-                && is_tensor_name(sem, func, v, depth + 1))
-    }) || (!values.is_empty() && annotated_tensor(func, name))
-}
-
-/// A local annotated as a tensor where it is bound (`obs: torch.Tensor = to_torch(batch.obs)`).
-fn annotated_tensor(func: &Function<'_>, name: &str) -> bool {
-    let mut all = Vec::new();
-    analysis::statements(func.body, &mut all);
-    all.iter().any(|s| {
-        matches!(s, Stmt::AnnAssign(a)
-            if matches!(a.target.as_ref(), Expr::Name(t) if t.id.as_str() == name)
-                && a.value.is_some()
-                && is_tensor_annotation(&a.annotation))
-    })
-}
-
-/// A tensor type: `torch.Tensor`, `LongTensor`, and the optional forms model code writes for
-/// keyword inputs (`Optional[torch.Tensor]`, `Union[Tensor, None]`, `torch.Tensor | None`).
-fn is_tensor_annotation(annotation: &Expr) -> bool {
-    match annotation {
-        Expr::Subscript(s)
-            if matches!(
-                crate::semantic::dotted(&s.value).rsplit('.').next(),
-                Some("Optional" | "Union")
-            ) =>
-        {
-            match s.slice.as_ref() {
-                Expr::Tuple(t) => t.elts.iter().any(is_tensor_annotation),
-                one => is_tensor_annotation(one),
-            }
-        }
-        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
-            is_tensor_annotation(&b.left) || is_tensor_annotation(&b.right)
-        }
-        other => crate::semantic::dotted(other).ends_with("Tensor"),
-    }
-}
-
-/// A local bound to a list comprehension that takes one tensor from each row of a batch
-/// (`ids = [row[keep] for row, keep in zip(input_ids, mask)]`): the batch's samples, one
-/// tensor each.
-fn is_rows_comprehension(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
-    func.assigned(name).iter().any(|(_, v)| {
-        matches!(v, Expr::ListComp(c)
-            if matches!(c.elt.as_ref(), Expr::Subscript(_) | Expr::Call(_))
-                && c.generators.first().is_some_and(|g| iterates_rows(sem, func, &g.iter)))
-    })
-}
-
-/// `iter` walks the rows of a tensor, directly or through `enumerate`/`zip`.
-fn iterates_rows(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
-    if let Expr::Call(c) = iter
-        && matches!(analysis::last_name_of(&c.func), "enumerate" | "zip")
-    {
-        return c.args.iter().any(|a| iterates_rows(sem, func, a));
-    }
-    iterates_tensor(sem, func, iter)
-}
-
-/// Tensor methods that return a tensor of the same rows (or a reshaped view of them).
-const TENSOR_METHODS: &[&str] = &[
-    "to",
-    "float",
-    "detach",
-    "clone",
-    "contiguous",
-    "cuda",
-    "npu",
-    "view",
-    "reshape",
-    "permute",
-    "transpose",
-    "flatten",
-    "squeeze",
-    "unsqueeze",
-    "expand",
-    "expand_as",
-    "gather",
-    "index_select",
-    "masked_fill",
-    "type_as",
-    "repeat_interleave",
-    "flip",
-    "roll",
-    "long",
-    "half",
-    "bfloat16",
-    "softmax",
-    "log_softmax",
-    "sqrt",
-    "sum",
-    "cumsum",
-    "argmax",
-    "argmin",
-    "nonzero",
-    "masked_select",
-    "abs",
-    "sigmoid",
-    "clamp",
-    "new_zeros",
-    "new_ones",
-    "new_full",
-];
-
-fn is_tensor_value(sem: &Semantic<'_>, value: &Expr) -> bool {
-    // `x.topk(k).indices`, `x.max(-1).values`
-    if let Expr::Attribute(a) = value
-        && matches!(a.attr.as_str(), "indices" | "values")
-        && matches!(a.value.as_ref(), Expr::Call(c) if matches!(analysis::last_name_of(&c.func),
-            "topk" | "sort" | "max" | "min" | "kthvalue" | "mode" | "median"))
-    {
-        return true;
-    }
-    let Expr::Call(c) = value else {
-        return false;
-    };
-    if let Some(q) = sem.resolve(&c.func) {
-        if q.starts_with("einops.") {
-            return matches!(
-                q.as_str(),
-                "einops.rearrange" | "einops.repeat" | "einops.reduce" | "einops.einsum"
-            );
-        }
-        // Pipes, process groups and per-parameter gradient tuples are not tensors.
-        return q.starts_with("torch.")
-            && ![
-                "torch.nn",
-                "torch.utils",
-                "torch.multiprocessing",
-                "torch.distributed",
-                "torch.cuda",
-                "torch.autograd",
-            ]
-            .iter()
-            .any(|p| q.starts_with(p));
-    }
-    matches!(c.func.as_ref(), Expr::Attribute(a) if TENSOR_METHODS.contains(&a.attr.as_str()))
-}
-
-/// `for row in x` over a tensor, or over `x.unbind(...)` / `torch.unbind(x, ...)`.
-fn iterates_tensor(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
-    match iter {
-        Expr::Name(n) => is_tensor_expr(sem, func, iter) && !is_pieces(func, n.id.as_str()),
-        Expr::Call(c) => {
-            if sem.resolve(&c.func).is_some_and(|q| q == "torch.unbind") {
-                return true;
-            }
-            matches!(c.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "unbind" && is_tensor_expr(sem, func, &a.value))
-        }
-        _ => false,
-    }
-}
-
-/// A name bound to the pieces of `split`/`chunk`/`tensor_split` (a few chunks or heads, not
-/// the rows of a batch); a split by the lengths of a `.tolist()` gives the samples.
-fn is_pieces(func: &Function<'_>, name: &str) -> bool {
-    func.assigned(name).iter().any(|(_, v)| {
-        matches!(v, Expr::Call(c)
-            if matches!(crate::analysis::last_name_of(&c.func), "split" | "chunk" | "tensor_split")
-                && !c.args.first().is_some_and(|a| matches!(a, Expr::Call(t)
-                    if crate::analysis::last_name_of(&t.func) == "tolist")))
-    })
-}
-
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,
 /// not a local list or dict).
 fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &str) -> bool {
@@ -649,17 +450,6 @@ fn is_numpy_array(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
     func.assigned(name)
         .iter()
         .any(|(_, v)| matches!(v, Expr::Call(c) if sem.resolves_with_prefix(&c.func, "numpy.")))
-}
-
-/// A local name bound to a list, dict or comprehension literal.
-fn is_local_container(func: &Function<'_>, name: &str) -> bool {
-    let values = func.assigned(name);
-    values.iter().any(|(_, v)| {
-        matches!(
-            v,
-            Expr::List(_) | Expr::Dict(_) | Expr::ListComp(_) | Expr::DictComp(_) | Expr::Set(_)
-        )
-    })
 }
 
 /// An iteration depends on the previous one: a name (other than the loop variables) is

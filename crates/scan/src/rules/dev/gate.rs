@@ -198,6 +198,27 @@ pub(super) fn cuda_only_in_expr(sem: &Semantic<'_>, expr: &Expr) -> Option<Strin
 
 fn cuda_only_expr(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
     let Expr::Call(call) = expr else { return None };
+    // What the branch calls, read in the project: a function that launches a Triton kernel or
+    // a CUDA extension's op, or anything from a module that builds or loads CUDA code.
+    if let Some(graph) = sem.project_modules().map(|m| &m.steps) {
+        if let Expr::Name(n) = call.func.as_ref()
+            && sem.resolve(&call.func).is_none()
+            && graph.is_cuda_only_function(&sem.module, n.id.as_str())
+        {
+            return Some(format!(
+                "`{}`, which launches a Triton kernel or a CUDA extension op",
+                n.id.as_str()
+            ));
+        }
+        if let Some(q) = sem.resolve(&call.func)
+            && !q.starts_with("torch.")
+            && graph.is_cuda_only(&q)
+        {
+            return Some(format!(
+                "`{q}`, from project code that imports Triton or builds a CUDA extension"
+            ));
+        }
+    }
     // `kernel[grid](...)` in a file that imports triton launches a Triton kernel.
     if matches!(call.func.as_ref(), Expr::Subscript(_))
         && sem.binds_any(|q| q == "triton" || q.starts_with("triton."))

@@ -5,6 +5,7 @@
 use super::{
     is_recurrent, is_self_attr, is_tensor_expr, is_tensor_size, iterates_tensor, names_of,
 };
+use crate::analysis::tensors;
 use crate::analysis::{self, Function, Node};
 use crate::semantic::Semantic;
 use crate::source::TextRange;
@@ -106,10 +107,32 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
                 "unbind" => Walk::Rows,
                 "split" if c.args.first().is_some_and(|arg| spells_tolist(func, arg)) => Walk::Rows,
                 _ if sem.resolves_to(&c.func, "torch.unbind") => Walk::Rows,
+                // `for row in enc(x)["indices"].squeeze():` walks the rows of a model's output.
+                _ if matches!(
+                    name,
+                    "squeeze" | "flatten" | "view" | "reshape" | "detach" | "long"
+                ) && !matches!(a.value.as_ref(), Expr::Name(_))
+                    && tensors::holds_tensor(sem, func, &a.value, 0) =>
+                {
+                    Walk::Rows
+                }
                 _ => Walk::Other,
             }
         }
-        Expr::Subscript(s) if is_tensor_expr(sem, func, &s.value) => Walk::Rows,
+        // The per-layer tuple of a model's output, sliced, walks layers.
+        Expr::Subscript(s)
+            if matches!(s.slice.as_ref(), Expr::Slice(_))
+                && matches!(s.value.as_ref(), Expr::Attribute(a)
+                    if matches!(a.attr.as_str(), "hidden_states" | "attentions")) =>
+        {
+            Walk::Fixed
+        }
+        Expr::Subscript(s)
+            if is_tensor_expr(sem, func, &s.value)
+                || tensors::holds_tensor(sem, func, &s.value, 0) =>
+        {
+            Walk::Rows
+        }
         Expr::Name(n) => {
             // Pieces of a split, or a list of per-head results later stacked into a tensor.
             if super::is_rows_comprehension(sem, func, n.id.as_str())

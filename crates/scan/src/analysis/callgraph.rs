@@ -1,0 +1,799 @@
+//! The per-step model of a project: which functions run once per optimizer step.
+//!
+//! The roots are what a training step runs: `forward` methods, training-step and loss
+//! functions (Lightning, accelerate and HF-Trainer hooks are named so), and the functions
+//! whose loop over a data loader runs a backward pass or an optimizer step (a script's
+//! `main`/`finetune`). Every project function that a root calls, directly or through other
+//! functions, is step code too. Calls are resolved as far as the text allows: a bare name to
+//! a function nested in the caller, defined in the same file or imported by name from a
+//! project module; `self.name(...)` to the methods of the caller's class, its project bases
+//! and subclasses; `obj.name(...)` to the one method of that name in the project when there
+//! is only one. Inference code and host-side classes stay out because no step reaches them.
+//!
+//! Like [`crate::classes`], the graph is read from the source text (no parse): definitions by
+//! their indentation, calls as an identifier followed by `(`, strings and comments blanked.
+
+use std::collections::{HashMap, HashSet};
+
+/// The step functions of a project, by module and qualified name (`Class.method`).
+#[derive(Debug, Default)]
+pub struct StepGraph {
+    /// Module → the qualified names of its step functions.
+    steps: HashMap<String, HashSet<String>>,
+    /// Module → the functions that run a training loop.
+    loops: HashMap<String, HashSet<String>>,
+    /// Modules that build or load CUDA code (a Triton import, a CUDA extension, a CUDA-only
+    /// kernel library), and module → their functions that launch it.
+    cuda_modules: HashSet<String>,
+    cuda_functions: HashMap<String, HashSet<String>>,
+    /// Module → module-level functions of a CUDA module that launch nothing themselves.
+    portable: HashMap<String, HashSet<String>>,
+}
+
+impl StepGraph {
+    /// The function `symbol` (`Class.method`, `outer.inner`) of `module`, or a function
+    /// enclosing it, is reached from a step root.
+    pub fn reaches(&self, module: &str, symbol: &str) -> bool {
+        let Some(steps) = self.steps.get(module) else {
+            return false;
+        };
+        let mut at = symbol;
+        loop {
+            if steps.contains(at) {
+                return true;
+            }
+            match at.rsplit_once('.') {
+                Some((outer, _)) => at = outer,
+                None => return false,
+            }
+        }
+    }
+
+    /// The function `symbol` of `module` runs the training loop: its loop over a data loader
+    /// is step code (not what comes before it).
+    pub fn runs_training_loop(&self, module: &str, symbol: &str) -> bool {
+        self.loops.get(module).is_some_and(|l| l.contains(symbol))
+    }
+
+    /// The qualified name `q` (`pkg.ops.scan.warp_scan`, `pkg.ops.fused`) is a function of the
+    /// project that launches CUDA-only code, or anything from a project module that builds or
+    /// loads a CUDA extension or imports Triton.
+    pub fn is_cuda_only(&self, q: &str) -> bool {
+        if self.cuda_modules.contains(q) {
+            return true;
+        }
+        // The longest prefix of `q` that is a CUDA module, and what `q` names in it.
+        let mut at = q;
+        while let Some((module, _)) = at.rsplit_once('.') {
+            if self.cuda_modules.contains(module) {
+                let rest = &q[module.len() + 1..];
+                let first = rest.split('.').next().unwrap_or(rest);
+                return self.is_cuda_only_function(module, first)
+                    || !self.functions_of(module).contains(first);
+            }
+            at = module;
+        }
+        false
+    }
+
+    /// The function `name` of `module` (this file) launches CUDA-only code.
+    pub fn is_cuda_only_function(&self, module: &str, name: &str) -> bool {
+        self.cuda_functions
+            .get(module)
+            .is_some_and(|f| f.contains(name))
+    }
+
+    /// Functions of a CUDA module that launch nothing (portable fallbacks beside the kernels)
+    /// are not CUDA-only; the others are known by name.
+    fn functions_of(&self, module: &str) -> HashSet<&str> {
+        self.portable
+            .get(module)
+            .map(|f| f.iter().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    /// The graph of some files, each given as (relative path, source text).
+    pub fn build<P: AsRef<str>, T: AsRef<str>>(
+        files: impl IntoIterator<Item = (P, T)>,
+    ) -> StepGraph {
+        let mut defs = Vec::new();
+        let mut imports = Vec::new();
+        let mut classes: HashMap<String, Vec<String>> = HashMap::new();
+        let mut cuda_modules = HashSet::new();
+        for (path, text) in files {
+            let module = crate::semantic::module_name(path.as_ref()).0;
+            let file = read_file(&module, text.as_ref());
+            for (name, bases) in file.classes {
+                classes.entry(name).or_default().extend(bases);
+            }
+            if file.cuda {
+                cuda_modules.insert(module.clone());
+            }
+            imports.push((module, file.imports));
+            defs.extend(file.defs);
+        }
+        let imports: HashMap<&str, &HashMap<String, (String, String)>> =
+            imports.iter().map(|(m, i)| (m.as_str(), i)).collect();
+        let mut graph = link(&defs, &imports, &classes);
+        for d in &defs {
+            if !cuda_modules.contains(&d.module) || d.qual != d.name {
+                continue;
+            }
+            let table = if d.launches {
+                &mut graph.cuda_functions
+            } else {
+                &mut graph.portable
+            };
+            table
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.name.clone());
+        }
+        // A function of a CUDA module that calls one of its launching functions launches too.
+        loop {
+            let mut more = Vec::new();
+            for d in defs.iter().filter(|d| d.qual == d.name) {
+                let Some(launching) = graph.cuda_functions.get(&d.module) else {
+                    continue;
+                };
+                if !launching.contains(&d.name)
+                    && d.calls
+                        .iter()
+                        .any(|c| matches!(c, Call::Bare(n) if launching.contains(n)))
+                {
+                    more.push((d.module.clone(), d.name.clone()));
+                }
+            }
+            if more.is_empty() {
+                break;
+            }
+            for (m, n) in more {
+                if let Some(p) = graph.portable.get_mut(&m) {
+                    p.remove(&n);
+                }
+                graph.cuda_functions.entry(m).or_default().insert(n);
+            }
+        }
+        graph.cuda_modules = cuda_modules;
+        graph
+    }
+}
+
+/// One function definition read from the text.
+#[derive(Debug)]
+struct Def {
+    module: String,
+    /// `Class.method`, `outer.inner`, `func`.
+    qual: String,
+    name: String,
+    /// The class it is a method of, if any.
+    class: Option<String>,
+    calls: Vec<Call>,
+    /// Its body has a loop over a data loader.
+    loader: bool,
+    /// Its body runs a backward pass or an optimizer step.
+    update: bool,
+    /// Its body launches a kernel (`kernel[grid](...)`) or calls a compiled extension's op.
+    launches: bool,
+}
+
+impl Def {
+    /// A loop over a data loader with a backward pass or an optimizer step: a training loop.
+    fn training_loop(&self) -> bool {
+        self.loader && self.update
+    }
+}
+
+#[derive(Debug, PartialEq)]
+enum Call {
+    Bare(String),
+    SelfMethod(String),
+    Attr(String),
+}
+
+#[derive(Default)]
+struct FileDefs {
+    defs: Vec<Def>,
+    /// Local name → (module as written, imported name).
+    imports: HashMap<String, (String, String)>,
+    classes: Vec<(String, Vec<String>)>,
+    /// The file imports Triton, a CUDA extension builder or a CUDA-only kernel library.
+    cuda: bool,
+}
+
+/// A root of the step: `forward`, a training step (`training_step`, `train_batch`, a
+/// script's training loop, an agent's `update`) or a loss. A bare `step` is not one: environments, schedulers
+/// and callbacks have those.
+fn is_root(def: &Def) -> bool {
+    let lower = def.name.to_ascii_lowercase();
+    let training = lower.split('_').any(|w| w == "train" || w == "training");
+    // The update of an agent or algorithm (`agent.update(replay_sample)`) is its training step.
+    let update = def.class.is_some()
+        && matches!(
+            lower.as_str(),
+            "update"
+                | "_update"
+                | "learn"
+                | "_learn"
+                | "optimize"
+                | "_optimize"
+                | "train"
+                | "_train"
+        );
+    def.training_loop()
+        || update
+        || def.name == "forward"
+        || lower.contains("loss")
+        || (training && crate::semantic::is_training_step_name(&lower))
+}
+
+/// Constructors, builders and weight initialisers run once: a step that calls one (a lazy
+/// build on the first batch) does not make it step code.
+fn is_setup(def: &Def) -> bool {
+    if def.name == "__call__" {
+        return false;
+    }
+    super::is_setup_function(&def.name, &[])
+}
+
+fn link(
+    defs: &[Def],
+    imports: &HashMap<&str, &HashMap<String, (String, String)>>,
+    classes: &HashMap<String, Vec<String>>,
+) -> StepGraph {
+    // Module-level functions by name, methods by (class, name) and by name.
+    let mut functions: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut methods: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
+    let mut by_method_name: HashMap<&str, Vec<usize>> = HashMap::new();
+    let mut by_qual: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, d) in defs.iter().enumerate() {
+        by_qual.insert((d.module.as_str(), d.qual.as_str()), i);
+        match &d.class {
+            Some(c) => {
+                methods
+                    .entry((c.as_str(), d.name.as_str()))
+                    .or_default()
+                    .push(i);
+                by_method_name.entry(d.name.as_str()).or_default().push(i);
+            }
+            None if d.qual == d.name => functions.entry(d.name.as_str()).or_default().push(i),
+            None => {}
+        }
+    }
+    // A class's family: its project bases and subclasses, transitively.
+    let mut subclasses: HashMap<&str, Vec<&str>> = HashMap::new();
+    for (name, bases) in classes {
+        for b in bases {
+            subclasses
+                .entry(b.as_str())
+                .or_default()
+                .push(name.as_str());
+        }
+    }
+    let mut families: HashMap<String, Vec<String>> = HashMap::new();
+    let mut family = |class: &str| -> Vec<String> {
+        if let Some(f) = families.get(class) {
+            return f.clone();
+        }
+        let mut out = vec![class.to_owned()];
+        let mut i = 0;
+        while i < out.len() && out.len() < 64 {
+            let c = out[i].clone();
+            let next = classes
+                .get(&c)
+                .into_iter()
+                .flatten()
+                .map(String::as_str)
+                .filter(|b| classes.contains_key(*b))
+                .chain(subclasses.get(c.as_str()).into_iter().flatten().copied());
+            for n in next {
+                if !out.iter().any(|o| o == n) {
+                    out.push(n.to_owned());
+                }
+            }
+            i += 1;
+        }
+        families.insert(class.to_owned(), out.clone());
+        out
+    };
+    let mut callees = |d: &Def, call: &Call| -> Vec<usize> {
+        match call {
+            Call::Bare(name) => {
+                let nested = format!("{}.{name}", d.qual);
+                if let Some(&i) = by_qual.get(&(d.module.as_str(), nested.as_str())) {
+                    return vec![i];
+                }
+                let candidates = functions.get(name.as_str()).map_or(&[][..], Vec::as_slice);
+                if let Some(&i) = candidates.iter().find(|&&i| defs[i].module == d.module) {
+                    return vec![i];
+                }
+                let Some((from, orig)) = imports.get(d.module.as_str()).and_then(|m| m.get(name))
+                else {
+                    return Vec::new();
+                };
+                let last = from.trim_start_matches('.');
+                let last = last.rsplit('.').next().unwrap_or(last);
+                functions
+                    .get(orig.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&i| {
+                        let m = defs[i].module.as_str();
+                        last.is_empty()
+                            || m == last
+                            || m.strip_suffix(last).is_some_and(|p| p.ends_with('.'))
+                    })
+                    .collect()
+            }
+            Call::SelfMethod(name) => {
+                let Some(class) = &d.class.clone().or_else(|| enclosing_class(d)) else {
+                    return Vec::new();
+                };
+                family(class)
+                    .iter()
+                    .flat_map(|c| {
+                        methods
+                            .get(&(c.as_str(), name.as_str()))
+                            .into_iter()
+                            .flatten()
+                            .copied()
+                    })
+                    .collect()
+            }
+            Call::Attr(name) => match by_method_name.get(name.as_str()) {
+                Some(one) if one.len() == 1 => one.clone(),
+                _ => Vec::new(),
+            },
+        }
+    };
+    // Methods of host-side classes (callbacks, data, environments, loggers) run around the
+    // step, whatever they are called: they neither start nor carry it.
+    let host = |d: &Def| {
+        d.class
+            .clone()
+            .or_else(|| enclosing_class(d))
+            .is_some_and(|c| {
+                super::is_host_class(&c, classes.get(&c).map_or(&[][..], Vec::as_slice))
+            })
+    };
+    let outside: Vec<bool> = defs.iter().map(|d| is_setup(d) || host(d)).collect();
+    let mut reached = vec![false; defs.len()];
+    let mut work: Vec<usize> = (0..defs.len())
+        .filter(|&i| is_root(&defs[i]) && !outside[i])
+        .collect();
+    for &i in &work {
+        reached[i] = true;
+    }
+    while let Some(i) = work.pop() {
+        for call in &defs[i].calls {
+            for j in callees(&defs[i], call) {
+                if !reached[j] && !outside[j] {
+                    reached[j] = true;
+                    work.push(j);
+                }
+            }
+        }
+    }
+    let mut graph = StepGraph::default();
+    for (i, d) in defs.iter().enumerate() {
+        if reached[i] {
+            graph
+                .steps
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.qual.clone());
+        }
+        if d.training_loop() {
+            graph
+                .loops
+                .entry(d.module.clone())
+                .or_default()
+                .insert(d.qual.clone());
+        }
+    }
+    graph
+}
+
+/// The class of a function nested in a method (`Class.method.inner`).
+fn enclosing_class(d: &Def) -> Option<String> {
+    let (first, _) = d.qual.split_once('.')?;
+    first
+        .starts_with(|c: char| c.is_ascii_uppercase())
+        .then(|| first.to_owned())
+}
+
+/// Names that look like calls but are not calls of project functions.
+const NOT_CALLS: &[&str] = &[
+    "if",
+    "elif",
+    "while",
+    "for",
+    "return",
+    "and",
+    "or",
+    "not",
+    "in",
+    "is",
+    "with",
+    "assert",
+    "print",
+    "len",
+    "range",
+    "isinstance",
+    "super",
+    "lambda",
+    "yield",
+    "await",
+    "del",
+    "raise",
+    "except",
+    "def",
+    "class",
+    "import",
+    "from",
+    "as",
+    "else",
+    "int",
+    "float",
+    "str",
+    "list",
+    "dict",
+    "tuple",
+    "set",
+    "enumerate",
+    "zip",
+    "getattr",
+    "hasattr",
+    "setattr",
+    "type",
+    "min",
+    "max",
+    "sum",
+    "any",
+    "all",
+    "sorted",
+    "map",
+    "filter",
+    "open",
+    "format",
+];
+
+/// One file's definitions, imports and class headers, read line by line.
+fn read_file(module: &str, text: &str) -> FileDefs {
+    let mut out = FileDefs::default();
+    // Open blocks: (indent, name, is class, index in `out.defs` for a def).
+    let mut open: Vec<(usize, String, bool, Option<usize>)> = Vec::new();
+    let mut lexer = Blank::default();
+    let mut depth: i32 = 0;
+    let mut pending_import: Option<String> = None;
+    let mut code = String::new();
+    for raw in text.lines() {
+        let continued = depth > 0 || lexer.in_triple();
+        lexer.line(raw, &mut code);
+        let code = code.as_str();
+        let body = code.trim_start();
+        if let Some(from) = &pending_import {
+            let from = from.clone();
+            add_imports(&mut out.imports, &from, body);
+            if body.contains(')') {
+                pending_import = None;
+            }
+            continue;
+        }
+        if body.is_empty() {
+            continue;
+        }
+        if !continued {
+            let indent = code.len() - body.len();
+            while open.last().is_some_and(|(at, ..)| *at >= indent) {
+                open.pop();
+            }
+            let header = body.strip_prefix("async ").unwrap_or(body);
+            if let Some(rest) = header.strip_prefix("def ") {
+                let name = ident(rest);
+                if !name.is_empty() {
+                    let mut qual: Vec<&str> = open.iter().map(|(_, n, ..)| n.as_str()).collect();
+                    qual.push(name);
+                    let class = match open.last() {
+                        Some((_, c, true, _)) => Some(c.clone()),
+                        _ => None,
+                    };
+                    out.defs.push(Def {
+                        module: module.to_owned(),
+                        qual: qual.join("."),
+                        name: name.to_owned(),
+                        class,
+                        calls: Vec::new(),
+                        loader: false,
+                        update: false,
+                        launches: false,
+                    });
+                    open.push((indent, name.to_owned(), false, Some(out.defs.len() - 1)));
+                }
+            } else if let Some(rest) = body.strip_prefix("class ") {
+                let name = ident(rest);
+                if !name.is_empty() {
+                    let after = &rest[name.len()..];
+                    let bases = after
+                        .strip_prefix('(')
+                        .map(|b| {
+                            b.split([',', ')'])
+                                .map(str::trim)
+                                .filter(|s| !s.is_empty() && !s.contains('='))
+                                .map(|s| s.rsplit('.').next().unwrap_or(s).to_owned())
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.classes.push((name.to_owned(), bases));
+                    open.push((indent, name.to_owned(), true, None));
+                }
+            } else if indent == 0
+                && let Some(rest) = body.strip_prefix("from ")
+                && let Some((from, names)) = rest.split_once(" import ")
+            {
+                let from = from.trim().to_owned();
+                add_imports(&mut out.imports, &from, names);
+                if names.contains('(') && !names.contains(')') {
+                    pending_import = Some(from);
+                }
+            }
+        }
+        if indent_free_import(body).is_some_and(is_cuda_import) || body.contains("load_inline(") {
+            out.cuda = true;
+        }
+        depth += brackets(body);
+        let Some(at) = open.iter().rev().find_map(|(.., d)| *d) else {
+            continue;
+        };
+        let def = &mut out.defs[at];
+        calls_of(body, &mut def.calls);
+        def.loader |= is_loader_loop(body);
+        def.launches |= body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
+        def.update |= body.contains(".backward(") || body.contains(".step(");
+    }
+    out
+}
+
+/// The module an `import`/`from` line imports.
+fn indent_free_import(body: &str) -> Option<&str> {
+    let rest = body
+        .strip_prefix("import ")
+        .or_else(|| body.strip_prefix("from "))?;
+    Some(rest.split([' ', ',']).next().unwrap_or(rest))
+}
+
+/// Modules whose code runs only on CUDA devices: Triton, the CUDA extension builder and
+/// kernel libraries built for CUDA alone.
+fn is_cuda_import(module: &str) -> bool {
+    const CUDA: &[&str] = &[
+        "triton",
+        "torch.utils.cpp_extension",
+        "flash_attn",
+        "xformers",
+        "mamba_ssm",
+        "causal_conv1d",
+        "selective_scan_cuda",
+        "tinycudann",
+        "pointnet2_ops",
+    ];
+    CUDA.iter()
+        .any(|c| module == *c || module.strip_prefix(c).is_some_and(|r| r.starts_with('.')))
+}
+
+/// `for batch in train_loader:`, `for i, batch in enumerate(tqdm(dataloader)):`.
+pub(crate) fn is_loader_loop(body: &str) -> bool {
+    let Some(rest) = body.strip_prefix("for ") else {
+        return false;
+    };
+    let Some((_, iter)) = rest.split_once(" in ") else {
+        return false;
+    };
+    let lower = iter.to_ascii_lowercase();
+    lower.contains("loader")
+}
+
+fn add_imports(imports: &mut HashMap<String, (String, String)>, from: &str, names: &str) {
+    for part in names.split(',') {
+        let part = part.trim().trim_matches(|c| c == '(' || c == ')').trim();
+        if part.is_empty() || part == "*" {
+            continue;
+        }
+        let (orig, local) = match part.split_once(" as ") {
+            Some((o, l)) => (o.trim(), l.trim()),
+            None => (part, part),
+        };
+        if !orig.is_empty() && !local.is_empty() {
+            imports.insert(local.to_owned(), (from.to_owned(), orig.to_owned()));
+        }
+    }
+}
+
+fn ident(s: &str) -> &str {
+    let end = s
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(s.len());
+    &s[..end]
+}
+
+fn brackets(code: &str) -> i32 {
+    code.bytes()
+        .map(|b| match b {
+            b'(' | b'[' | b'{' => 1,
+            b')' | b']' | b'}' => -1,
+            _ => 0,
+        })
+        .sum()
+}
+
+/// The calls of a line of code: identifiers followed by `(`.
+fn calls_of(code: &str, out: &mut Vec<Call>) {
+    let bytes = code.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if !(b.is_ascii_alphabetic() || b == b'_') || (i > 0 && is_ident_byte(bytes[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_ident_byte(bytes[i]) {
+            i += 1;
+        }
+        let name = &code[start..i];
+        let mut j = i;
+        while j < bytes.len() && bytes[j] == b' ' {
+            j += 1;
+        }
+        if j >= bytes.len() || bytes[j] != b'(' || NOT_CALLS.contains(&name) {
+            continue;
+        }
+        let before = &code[..start];
+        let call = if let Some(recv) = before.strip_suffix('.') {
+            if recv.ends_with("self") && !recv.ends_with("_self") && !is_ident_before(recv, 4) {
+                Call::SelfMethod(name.to_owned())
+            } else {
+                Call::Attr(name.to_owned())
+            }
+        } else {
+            Call::Bare(name.to_owned())
+        };
+        // A name called again in the same function adds no edge.
+        if !out.iter().rev().take(32).any(|c| *c == call) {
+            out.push(call);
+        }
+    }
+}
+
+/// The byte before the last `n` bytes of `s` continues an identifier (`myself`).
+fn is_ident_before(s: &str, n: usize) -> bool {
+    s.len() > n && is_ident_byte(s.as_bytes()[s.len() - n - 1])
+}
+
+fn is_ident_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// Blanks strings and comments out of source lines, carrying triple-quoted strings across
+/// lines.
+#[derive(Default)]
+struct Blank {
+    triple: Option<u8>,
+}
+
+impl Blank {
+    fn in_triple(&self) -> bool {
+        self.triple.is_some()
+    }
+
+    fn line(&mut self, raw: &str, out: &mut String) {
+        let bytes = raw.as_bytes();
+        out.clear();
+        let mut i = 0;
+        while i < bytes.len() {
+            if let Some(q) = self.triple {
+                if bytes[i] == q && bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q) {
+                    self.triple = None;
+                    out.push_str("   ");
+                    i += 3;
+                } else {
+                    out.push(' ');
+                    i += 1;
+                }
+                continue;
+            }
+            let b = bytes[i];
+            match b {
+                b'#' => break,
+                b'"' | b'\'' => {
+                    if bytes.get(i + 1) == Some(&b) && bytes.get(i + 2) == Some(&b) {
+                        self.triple = Some(b);
+                        out.push_str("   ");
+                        i += 3;
+                        continue;
+                    }
+                    // A one-line string: up to its closing quote.
+                    out.push(' ');
+                    i += 1;
+                    while i < bytes.len() && bytes[i] != b {
+                        if bytes[i] == b'\\' {
+                            i += 1;
+                        }
+                        i += 1;
+                        out.push(' ');
+                    }
+                    i += 1;
+                    out.push(' ');
+                }
+                _ => {
+                    if b.is_ascii() {
+                        out.push(char::from(b));
+                    } else {
+                        out.push(' ');
+                    }
+                    i += 1;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(files: &[(&str, &str)]) -> StepGraph {
+        StepGraph::build(files.iter().copied())
+    }
+
+    #[test]
+    fn calls_from_forward_reach_helpers_in_other_files() {
+        let g = graph(&[
+            (
+                "pkg/model.py",
+                "from .rope import apply_rope\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return self._mix(x)\n\n    def _mix(self, x):\n        return apply_rope(x)\n\n    def generate(self, x):\n        return decode(x)\n",
+            ),
+            (
+                "pkg/rope.py",
+                "def apply_rope(x):\n    return inner(x)\n\ndef inner(x):\n    return x\n\ndef decode(x):\n    return x\n",
+            ),
+        ]);
+        assert!(g.reaches("pkg.model", "Net.forward"));
+        assert!(g.reaches("pkg.model", "Net._mix"));
+        assert!(g.reaches("pkg.rope", "apply_rope"));
+        assert!(g.reaches("pkg.rope", "inner"));
+        // Only inference calls `decode`: no step reaches it.
+        assert!(!g.reaches("pkg.model", "Net.generate"));
+        assert!(!g.reaches("pkg.rope", "decode"));
+    }
+
+    #[test]
+    fn a_script_loop_over_a_loader_with_backward_is_a_root() {
+        let g = graph(&[(
+            "train.py",
+            "def main():\n    model = build()\n    for batch in train_loader:\n        loss = metric(batch)\n        loss.backward()\n\ndef metric(b):\n    return b\n\ndef build():\n    return 1\n\ndef evaluate():\n    for batch in val_loader:\n        metric(batch)\n",
+        )]);
+        assert!(g.runs_training_loop("", "main") || g.runs_training_loop("train", "main"));
+        assert!(g.reaches("train", "metric"));
+        // A setup function is not step code, and an evaluation loop without backward is no root.
+        assert!(!g.reaches("train", "build"));
+        assert!(!g.runs_training_loop("train", "evaluate"));
+    }
+
+    #[test]
+    fn self_calls_follow_project_bases_and_strings_are_not_calls() {
+        let g = graph(&[
+            (
+                "a.py",
+                "class Base:\n    def training_step(self, b):\n        \"\"\"calls fake(x)\n        more\"\"\"\n        return self.compute(b)  # other(b)\n",
+            ),
+            (
+                "b.py",
+                "class Child(Base):\n    def compute(self, b):\n        return b\n\ndef fake(x):\n    return x\n\ndef other(x):\n    return x\n",
+            ),
+        ]);
+        assert!(g.reaches("b", "Child.compute"));
+        assert!(!g.reaches("b", "fake"));
+        assert!(!g.reaches("b", "other"));
+    }
+}
