@@ -487,7 +487,7 @@ impl<'a> Semantic<'a> {
         let in_module_class = class.as_ref().is_some_and(|c| c.is_module);
         let is_forward = in_module_class && matches!(name, "forward" | "__call__");
         let lower = name.to_ascii_lowercase();
-        let is_training_step = is_training_step_name(&lower);
+        let is_training_step = is_training_step_name(&lower) && !locals::hands_training_over(body);
         let is_loss =
             lower.contains("loss") || (is_forward && class.as_ref().is_some_and(|c| c.is_loss));
         let params = args

@@ -161,6 +161,10 @@ impl StepGraph {
 
 /// One function definition read from the text.
 #[derive(Debug)]
+#[allow(
+    clippy::struct_excessive_bools,
+    reason = "independent facts read from a function's text"
+)]
 struct Def {
     module: String,
     /// `Class.method`, `outer.inner`, `func`.
@@ -175,6 +179,9 @@ struct Def {
     update: bool,
     /// Its body launches a kernel (`kernel[grid](...)`) or calls a compiled extension's op.
     launches: bool,
+    /// Its body builds a trainer or hands it the training (`trainer.train()`): it runs the
+    /// whole training once.
+    drives: bool,
 }
 
 impl Def {
@@ -221,10 +228,17 @@ fn is_root(def: &Def) -> bool {
                 | "_train"
         );
     def.training_loop()
-        || update
+        || (update && !def.drives)
         || def.name == "forward"
         || lower.contains("loss")
-        || (training && crate::semantic::is_training_step_name(&lower))
+        || (training && !def.drives && crate::semantic::is_training_step_name(&lower))
+}
+
+/// A line that builds a trainer (`LLaVATrainer(`) or hands one the training
+/// (`trainer.train(`, `self.trainer.fit(`).
+fn drives_trainer(code: &str) -> bool {
+    let lower = code.to_ascii_lowercase();
+    lower.contains("trainer.train(") || lower.contains("trainer.fit(") || code.contains("Trainer(")
 }
 
 /// Constructors, builders and weight initialisers run once: a step that calls one (a lazy
@@ -476,6 +490,8 @@ fn read_file(module: &str, text: &str) -> FileDefs {
         if let Some(from) = &pending_import {
             let from = from.clone();
             add_imports(&mut out.imports, &from, body);
+            // The closing bracket ends the import and the bracket count it opened.
+            depth += brackets(body);
             if body.contains(')') {
                 pending_import = None;
             }
@@ -508,6 +524,7 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                         loader: false,
                         update: false,
                         launches: false,
+                        drives: false,
                     });
                     open.push((indent, name.to_owned(), false, Some(out.defs.len() - 1)));
                 }
@@ -551,6 +568,7 @@ fn read_file(module: &str, text: &str) -> FileDefs {
         def.loader |= is_loader_loop(body);
         def.launches |= body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
         def.update |= body.contains(".backward(") || body.contains(".step(");
+        def.drives |= drives_trainer(body);
     }
     out
 }
@@ -795,5 +813,16 @@ mod tests {
         assert!(g.reaches("b", "Child.compute"));
         assert!(!g.reaches("b", "fake"));
         assert!(!g.reaches("b", "other"));
+    }
+
+    /// A parenthesised import over several lines (as hiveformer's and many training scripts'
+    /// headers are written) closes its bracket: the definitions after it are still read.
+    #[test]
+    fn a_multi_line_import_does_not_hide_the_definitions_after_it() {
+        let g = graph(&[(
+            "train.py",
+            "from data.sets import (\n    Episodes, collate,\n)\nfrom models import (Net,\n    Head)\n\ndef main(cfg):\n    for step, batch in enumerate(data_loader):\n        loss = model(batch)\n        loss.backward()\n",
+        )]);
+        assert!(g.runs_training_loop("train", "main"));
     }
 }

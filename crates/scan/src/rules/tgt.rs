@@ -128,7 +128,9 @@ fn host_metrics<'a>(cx: &mut Checker<'a>, func: &Function<'a>, uploads: &[TextRa
         }
         cx.report(
             pull_site(occ.expr),
-            "the training loop pulls a device tensor to the host and computes a metric from it there,              a host-device sync and a copy per step on the NPU; compute it with torch ops on the device              (see P_TGT.md)",
+            "the training loop pulls a device tensor to the host and computes a metric from it there, \
+             a host-device sync and a copy per step on the NPU; compute it with torch ops on the device \
+             (see P_TGT.md)",
         );
     }
 }

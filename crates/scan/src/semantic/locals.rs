@@ -158,3 +158,25 @@ fn record_target(
         }
     }
 }
+
+/// The body hands the training over to a trainer object: it builds one (`SomeTrainer(...)`)
+/// or calls `.train(...)`/`.fit(...)` on one (`trainer.train()`, `self.trainer.fit(model)`).
+/// Such a function (a script's `train()`) runs the whole training once; it is not a step.
+pub(super) fn hands_training_over(body: &[Stmt]) -> bool {
+    let trainer = |e: &Expr| {
+        crate::semantic::dotted(e)
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.to_ascii_lowercase().contains("trainer"))
+    };
+    !crate::analysis::find(body, |e| {
+        let Expr::Call(call) = e else { return false };
+        match call.func.as_ref() {
+            Expr::Attribute(a) if matches!(a.attr.as_str(), "train" | "fit") => trainer(&a.value),
+            Expr::Name(n) => n.id.as_str().ends_with("Trainer"),
+            Expr::Attribute(a) => a.attr.as_str().ends_with("Trainer"),
+            _ => false,
+        }
+    })
+    .is_empty()
+}

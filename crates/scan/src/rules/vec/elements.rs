@@ -133,6 +133,9 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         {
             Walk::Rows
         }
+        // One entry per process of a collective (`[torch.empty(1) for _ in range(world)]`
+        // handed to `all_gather`): its length is the world size, not a batch dimension.
+        Expr::Name(n) if per_rank_list(sem, func, n.id.as_str()) => Walk::Fixed,
         Expr::Name(n) => {
             // Pieces of a split, or a list of per-head results later stacked into a tensor.
             if super::is_rows_comprehension(sem, func, n.id.as_str())
@@ -157,6 +160,27 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         }
         _ => Walk::Other,
     }
+}
+
+/// A local list built by a comprehension over `range(n)` where `n` is the size of a
+/// process group (`n = dist.get_world_size(group)`): one entry per rank.
+fn per_rank_list(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
+    func.assigned(name).iter().any(|(_, v)| {
+        let Expr::ListComp(c) = v else { return false };
+        let Some(Expr::Call(range)) = c.generators.first().map(|g| &g.iter) else {
+            return false;
+        };
+        analysis::last_name_of(range.func.as_ref()) == "range"
+            && range.args.len() == 1
+            && match &range.args[0] {
+                Expr::Call(call) => sem.resolves_with_prefix(&call.func, "torch.distributed."),
+                Expr::Name(bound) => func.assigned(bound.id.as_str()).iter().any(|(_, b)| {
+                    matches!(b, Expr::Call(call)
+                        if sem.resolves_with_prefix(&call.func, "torch.distributed."))
+                }),
+                _ => false,
+            }
+    })
 }
 
 /// A local list filled with one entry per sample: `out.append(...)` inside a loop over the rows
