@@ -73,7 +73,12 @@ impl Rule for PerElementLoop {
             let Some(what) = per_element(sem, &func, stmt, training) else {
                 continue;
             };
-            reported.push(stmt);
+            // A `while` over a tensor condition is a retry loop, not a walk over the batch:
+            // the per-sample loops inside it are their own findings.
+            let retry = matches!(stmt, Stmt::While(_));
+            if !retry {
+                reported.push(stmt);
+            }
             let first_sync = first_host_sync(stmt);
             let sync = if first_sync.is_some() {
                 " with a host sync (`.item()`/`.cpu()`/`.tolist()`) in every iteration"
@@ -84,6 +89,7 @@ impl Rule for PerElementLoop {
             hits.push((header, format!("{what}{sync}")));
             // The sync is its own stall, reported where it is when the header is lines away.
             if let Some(sync) = first_sync
+                && !retry
                 && cx.file().index.line(sync.start()) > cx.file().index.line(header.start()) + 2
             {
                 hits.push((
