@@ -196,6 +196,9 @@ enum Call {
     Bare(String),
     SelfMethod(String),
     Attr(String),
+    /// `alias.name(...)` where `alias` is a bare identifier: a function of an imported module
+    /// when the file imports one under that name (`import pkg.utils as utils`).
+    Module(String, String),
 }
 
 #[derive(Default)]
@@ -352,6 +355,29 @@ fn link(
                             .into_iter()
                             .flatten()
                             .copied()
+                    })
+                    .collect()
+            }
+            Call::Module(alias, name) => {
+                let Some((from, orig)) = imports.get(d.module.as_str()).and_then(|m| m.get(alias))
+                else {
+                    return Vec::new();
+                };
+                let path = if orig.is_empty() {
+                    from.clone()
+                } else {
+                    format!("{from}.{orig}")
+                };
+                let path = path.trim_start_matches('.');
+                functions
+                    .get(name.as_str())
+                    .into_iter()
+                    .flatten()
+                    .copied()
+                    .filter(|&i| {
+                        let m = defs[i].module.as_str();
+                        !path.is_empty()
+                            && (m == path || m.strip_suffix(path).is_some_and(|p| p.ends_with('.')))
                     })
                     .collect()
             }
@@ -546,6 +572,16 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                     open.push((indent, name.to_owned(), true, None));
                 }
             } else if indent == 0
+                && let Some(rest) = body.strip_prefix("import ")
+                && let Some((module, alias)) = rest.split_once(" as ")
+                && !module.contains(',')
+            {
+                // `import pkg.utils as utils`: the alias names the module itself.
+                out.imports.insert(
+                    ident(alias.trim()).to_owned(),
+                    (module.trim().to_owned(), String::new()),
+                );
+            } else if indent == 0
                 && let Some(rest) = body.strip_prefix("from ")
                 && let Some((from, names)) = rest.split_once(" import ")
             {
@@ -671,6 +707,18 @@ fn calls_of(code: &str, out: &mut Vec<Call>) {
             if recv.ends_with("self") && !recv.ends_with("_self") && !is_ident_before(recv, 4) {
                 Call::SelfMethod(name.to_owned())
             } else {
+                let alias_start = recv
+                    .bytes()
+                    .rposition(|b| !is_ident_byte(b))
+                    .map_or(0, |p| p + 1);
+                let alias = &recv[alias_start..];
+                let bare = alias_start == 0 || recv.as_bytes()[alias_start - 1] != b'.';
+                if bare && !alias.is_empty() && !alias.as_bytes()[0].is_ascii_digit() {
+                    let module = Call::Module(alias.to_owned(), name.to_owned());
+                    if !out.iter().rev().take(32).any(|c| *c == module) {
+                        out.push(module);
+                    }
+                }
                 Call::Attr(name.to_owned())
             }
         } else {
@@ -824,5 +872,26 @@ mod tests {
             "from data.sets import (\n    Episodes, collate,\n)\nfrom models import (Net,\n    Head)\n\ndef main(cfg):\n    for step, batch in enumerate(data_loader):\n        loss = model(batch)\n        loss.backward()\n",
         )]);
         assert!(g.runs_training_loop("train", "main"));
+    }
+
+    /// `alias.func(...)` of a module imported under an alias (`import pkg.utils.pc as pc_utils`,
+    /// `from pkg.utils import pc`) reaches that module's function; the same call on an object
+    /// that is no imported module does not.
+    #[test]
+    fn calls_through_a_module_alias_reach_its_functions() {
+        let g = graph(&[
+            (
+                "pkg/agent.py",
+                "import pkg.utils.pc as pc_utils\nfrom pkg.utils import grid\n\nclass Agent:\n    def update(self, batch):\n        pc = pc_utils.crop(batch)\n        helper.crop_all(pc)\n        return grid.voxelize(pc)\n",
+            ),
+            (
+                "pkg/utils/pc.py",
+                "def crop(x):\n    return x\n\ndef crop_all(x):\n    return x\n",
+            ),
+            ("pkg/utils/grid.py", "def voxelize(x):\n    return x\n"),
+        ]);
+        assert!(g.reaches("pkg.utils.pc", "crop"));
+        assert!(g.reaches("pkg.utils.grid", "voxelize"));
+        assert!(!g.reaches("pkg.utils.pc", "crop_all"));
     }
 }

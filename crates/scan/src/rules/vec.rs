@@ -611,6 +611,10 @@ fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> 
             ) && reads_device_tensor(sem, func, &a.value)
         }
         Expr::Call(c) => {
+            // `np.any(active)` tests host data; only a tensor handed to it would sync.
+            if sem.resolves_with_prefix(&c.func, "numpy.") {
+                return c.args.iter().any(|a| reads_device_tensor(sem, func, a));
+            }
             if let Expr::Attribute(a) = c.func.as_ref() {
                 if matches!(a.attr.as_str(), "dim" | "size" | "numel" | "ndimension") {
                     return false;
