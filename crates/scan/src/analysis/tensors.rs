@@ -336,8 +336,31 @@ pub fn holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, value: &Expr, depth
         }
         Expr::Subscript(s) => holds_tensor(sem, func, &s.value, depth + 1),
         Expr::Name(_) => is_tensor_name(sem, func, value, depth + 1),
+        // Elementwise masks and arithmetic with a tensor operand are tensors
+        // (`(pc[..., 0] < lo) | torch.isnan(pc[..., 0])`, `~mask`).
+        Expr::BinOp(b) if is_elementwise(&b.op) => {
+            holds_tensor(sem, func, &b.left, depth + 1)
+                || holds_tensor(sem, func, &b.right, depth + 1)
+        }
+        Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Invert | ast::UnaryOp::USub) => {
+            holds_tensor(sem, func, &u.operand, depth + 1)
+        }
         _ => false,
     }
+}
+
+/// Operators that keep a tensor operand's shape: masks and arithmetic.
+fn is_elementwise(op: &ast::Operator) -> bool {
+    matches!(
+        op,
+        ast::Operator::BitOr
+            | ast::Operator::BitAnd
+            | ast::Operator::BitXor
+            | ast::Operator::Add
+            | ast::Operator::Sub
+            | ast::Operator::Mult
+            | ast::Operator::Div
+    )
 }
 
 /// A call of a model: a submodule of `self` (`self.encoder(x)`), or a local bound to an
