@@ -186,6 +186,17 @@ impl Rule for EntryWithoutNpu {
             let fix = project
                 .file(&entry.file)
                 .and_then(|facts| fix::setup_fix(&entry.file, facts, only_as_main));
+            // Reported at the decorator of a decorated main: the main guard that calls it
+            // starts the program, and the NPU setup goes above both.
+            let guard = ProjectChecker::entry_site(entry);
+            if guard.line != site.line {
+                related.push(Related {
+                    file: entry.file.clone(),
+                    line: guard.line,
+                    column: guard.column,
+                    note: "the main guard that starts this program".to_owned(),
+                });
+            }
             let finding = cx.report(&entry.file, &site, message);
             finding.related = related;
             finding.fix = fix;
