@@ -583,6 +583,17 @@ fn cuda_site_kind(sem: &Semantic<'_>, expr: &Expr) -> Option<String> {
             s.starts_with("cuda:")
                 .then(|| device_string_note(sem).replacen("\"cuda\"", "\"cuda:…\"", 1))
         }
+        // `'cuda:%d' % rank`: the printf form of a formatted device string.
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::Mod) => {
+            let Expr::Constant(c) = b.left.as_ref() else {
+                return None;
+            };
+            let ast::Constant::Str(s) = &c.value else {
+                return None;
+            };
+            (s.starts_with("cuda:%") && !in_comparison(sem))
+                .then(|| device_string_note(sem).replacen("\"cuda\"", "\"cuda:…\"", 1))
+        }
         _ => None,
     }
 }
