@@ -87,10 +87,14 @@ impl Rule for DeviceAssumption {
         {
             return;
         }
-        let Some(backends) = backend_enumeration(cx.semantic(), body) else {
+        let Some((backends, cuda_check)) = backend_enumeration(cx.semantic(), body) else {
             return;
         };
         let range = def_keyword(cx.file().text, stmt, decorators);
+        let related: Vec<_> = cuda_check
+            .into_iter()
+            .map(|r| cx.related(r, "the CUDA check whose branch picks the device"))
+            .collect();
         cx.report(
             range,
             format!(
@@ -98,7 +102,8 @@ impl Rule for DeviceAssumption {
                  picks the CPU unless transfer_to_npu remaps its CUDA check; add a `torch.npu.is_available()` \
                  branch that returns \"npu\" (see P_DEV.md)"
             ),
-        );
+        )
+        .related = related;
     }
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
@@ -460,14 +465,18 @@ const BACKEND_CHECKS: &[(&str, &str)] = &[
 /// accelerator backends (`torch.cuda.is_available()`, `torch.backends.mps.is_available()`, …)
 /// and never mentions the NPU. The backends it knows, as `cuda/mps/cpu`. A helper that compares a
 /// device with `"cuda"` is left to that comparison's own issue.
-fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
+fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<(String, Option<TextRange>)> {
     let mut known: Vec<&str> = Vec::new();
+    let mut cuda_check = None;
     let compares_cuda = crate::analysis::try_each_expr(body, |expr| {
         match expr {
             Expr::Call(call) => {
                 if let Some(backend) = checked_backend(sem, call)
                     && !known.contains(&backend)
                 {
+                    if backend == "cuda" {
+                        cuda_check = Some(call.range());
+                    }
                     known.push(backend);
                 }
             }
@@ -492,7 +501,7 @@ fn backend_enumeration(sem: &Semantic<'_>, body: &[Stmt]) -> Option<String> {
         return None;
     }
     known.push("cpu");
-    Some(known.join("/"))
+    Some((known.join("/"), cuda_check))
 }
 
 /// The backend whose availability `call` checks, if it is one of [`BACKEND_CHECKS`].
