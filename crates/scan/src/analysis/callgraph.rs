@@ -13,7 +13,10 @@
 //! Like [`crate::classes`], the graph is read from the source text (no parse): definitions by
 //! their indentation, calls as an identifier followed by `(`, strings and comments blanked.
 
+mod text;
+
 use std::collections::{HashMap, HashSet};
+use text::{Blank, brackets, calls_of};
 
 /// The step functions of a project, by module and qualified name (`Class.method`).
 #[derive(Debug, Default)]
@@ -668,140 +671,6 @@ fn ident(s: &str) -> &str {
         .find(|c: char| !(c.is_alphanumeric() || c == '_'))
         .unwrap_or(s.len());
     &s[..end]
-}
-
-fn brackets(code: &str) -> i32 {
-    code.bytes()
-        .map(|b| match b {
-            b'(' | b'[' | b'{' => 1,
-            b')' | b']' | b'}' => -1,
-            _ => 0,
-        })
-        .sum()
-}
-
-/// The calls of a line of code: identifiers followed by `(`.
-fn calls_of(code: &str, out: &mut Vec<Call>) {
-    let bytes = code.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if !(b.is_ascii_alphabetic() || b == b'_') || (i > 0 && is_ident_byte(bytes[i - 1])) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < bytes.len() && is_ident_byte(bytes[i]) {
-            i += 1;
-        }
-        let name = &code[start..i];
-        let mut j = i;
-        while j < bytes.len() && bytes[j] == b' ' {
-            j += 1;
-        }
-        if j >= bytes.len() || bytes[j] != b'(' || NOT_CALLS.contains(&name) {
-            continue;
-        }
-        let before = &code[..start];
-        let call = if let Some(recv) = before.strip_suffix('.') {
-            if recv.ends_with("self") && !recv.ends_with("_self") && !is_ident_before(recv, 4) {
-                Call::SelfMethod(name.to_owned())
-            } else {
-                let alias_start = recv
-                    .bytes()
-                    .rposition(|b| !is_ident_byte(b))
-                    .map_or(0, |p| p + 1);
-                let alias = &recv[alias_start..];
-                let bare = alias_start == 0 || recv.as_bytes()[alias_start - 1] != b'.';
-                if bare && !alias.is_empty() && !alias.as_bytes()[0].is_ascii_digit() {
-                    let module = Call::Module(alias.to_owned(), name.to_owned());
-                    if !out.iter().rev().take(32).any(|c| *c == module) {
-                        out.push(module);
-                    }
-                }
-                Call::Attr(name.to_owned())
-            }
-        } else {
-            Call::Bare(name.to_owned())
-        };
-        // A name called again in the same function adds no edge.
-        if !out.iter().rev().take(32).any(|c| *c == call) {
-            out.push(call);
-        }
-    }
-}
-
-/// The byte before the last `n` bytes of `s` continues an identifier (`myself`).
-fn is_ident_before(s: &str, n: usize) -> bool {
-    s.len() > n && is_ident_byte(s.as_bytes()[s.len() - n - 1])
-}
-
-fn is_ident_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
-/// Blanks strings and comments out of source lines, carrying triple-quoted strings across
-/// lines.
-#[derive(Default)]
-struct Blank {
-    triple: Option<u8>,
-}
-
-impl Blank {
-    fn in_triple(&self) -> bool {
-        self.triple.is_some()
-    }
-
-    fn line(&mut self, raw: &str, out: &mut String) {
-        let bytes = raw.as_bytes();
-        out.clear();
-        let mut i = 0;
-        while i < bytes.len() {
-            if let Some(q) = self.triple {
-                if bytes[i] == q && bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q) {
-                    self.triple = None;
-                    out.push_str("   ");
-                    i += 3;
-                } else {
-                    out.push(' ');
-                    i += 1;
-                }
-                continue;
-            }
-            let b = bytes[i];
-            match b {
-                b'#' => break,
-                b'"' | b'\'' => {
-                    if bytes.get(i + 1) == Some(&b) && bytes.get(i + 2) == Some(&b) {
-                        self.triple = Some(b);
-                        out.push_str("   ");
-                        i += 3;
-                        continue;
-                    }
-                    // A one-line string: up to its closing quote.
-                    out.push(' ');
-                    i += 1;
-                    while i < bytes.len() && bytes[i] != b {
-                        if bytes[i] == b'\\' {
-                            i += 1;
-                        }
-                        i += 1;
-                        out.push(' ');
-                    }
-                    i += 1;
-                    out.push(' ');
-                }
-                _ => {
-                    if b.is_ascii() {
-                        out.push(char::from(b));
-                    } else {
-                        out.push(' ');
-                    }
-                    i += 1;
-                }
-            }
-        }
-    }
 }
 
 #[cfg(test)]

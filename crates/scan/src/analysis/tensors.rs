@@ -338,7 +338,7 @@ pub fn holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, value: &Expr, depth
         Expr::Name(_) => is_tensor_name(sem, func, value, depth + 1),
         // Elementwise masks and arithmetic with a tensor operand are tensors
         // (`(pc[..., 0] < lo) | torch.isnan(pc[..., 0])`, `~mask`).
-        Expr::BinOp(b) if is_elementwise(&b.op) => {
+        Expr::BinOp(b) if is_elementwise(b.op) => {
             holds_tensor(sem, func, &b.left, depth + 1)
                 || holds_tensor(sem, func, &b.right, depth + 1)
         }
@@ -350,7 +350,7 @@ pub fn holds_tensor(sem: &Semantic<'_>, func: &Function<'_>, value: &Expr, depth
 }
 
 /// Operators that keep a tensor operand's shape: masks and arithmetic.
-fn is_elementwise(op: &ast::Operator) -> bool {
+fn is_elementwise(op: ast::Operator) -> bool {
     matches!(
         op,
         ast::Operator::BitOr
