@@ -66,7 +66,7 @@ enum Command {
     /// The emulated npu on real projects' test suites: each suite on the CPU and on the npu with
     /// the real `transfer_to_npu`, every difference classified (conformance/README.md).
     Conformance(conformance::Args),
-    /// torch_npu's own tests of `transfer_to_npu` on the emulated npu, with the stand-in and with
+    /// `torch_npu`'s own tests of `transfer_to_npu` on the emulated npu, with the stand-in and with
     /// the real module of the paired wheel (conformance/README.md).
     TorchNpuTests(torch_npu_tests::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`

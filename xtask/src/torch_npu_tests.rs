@@ -1,4 +1,4 @@
-//! `cargo xtask torch-npu-tests`: torch_npu's own public tests of `transfer_to_npu` on the emulated npu.
+//! `cargo xtask torch-npu-tests`: `torch_npu`'s own public tests of `transfer_to_npu` on the emulated npu.
 //!
 //! `conformance/torch_npu_tests.json` pins, per torch-npu release, the file
 //! `test/contrib/test_transfer_to_npu.py` of github.com/Ascend/pytorch (commit, sha256). The file is
@@ -269,23 +269,19 @@ fn compare(torch: &str, entry: &TestFile, standin: &Outcomes, real: &Outcomes) -
 }
 
 fn render(reports: &[TorchReport]) -> String {
+    use std::fmt::Write as _;
     let mut out = String::new();
     for r in reports {
-        out.push_str(&format!(
-            "torch {} / torch-npu {} (Ascend/pytorch {} test/contrib/test_transfer_to_npu.py)\n",
+        let _ = writeln!(
+            out,
+            "torch {} / torch-npu {} (Ascend/pytorch {} test/contrib/test_transfer_to_npu.py)",
             r.torch,
             r.torch_npu,
             &r.commit[..10]
-        ));
-        out.push_str(&format!(
-            "  {:<52} {:<9} {:<9}\n",
-            "test", "stand-in", "real"
-        ));
+        );
+        let _ = writeln!(out, "  {:<52} {:<9} {:<9}", "test", "stand-in", "real");
         for row in &r.rows {
-            out.push_str(&format!(
-                "  {:<52} {:<9} {:<9}\n",
-                row.test, row.standin, row.real
-            ));
+            let _ = writeln!(out, "  {:<52} {:<9} {:<9}", row.test, row.standin, row.real);
         }
         for row in &r.rows {
             for (which, msg) in [
@@ -293,23 +289,26 @@ fn render(reports: &[TorchReport]) -> String {
                 ("real", &row.real_message),
             ] {
                 if let Some(m) = msg {
-                    let line = m.lines().next().unwrap_or_default();
-                    out.push_str(&format!(
-                        "  {} ({which}): {}\n",
-                        row.test,
-                        line.chars().take(220).collect::<String>()
-                    ));
+                    let line: String = m
+                        .lines()
+                        .next()
+                        .unwrap_or_default()
+                        .chars()
+                        .take(220)
+                        .collect();
+                    let _ = writeln!(out, "  {} ({which}): {line}", row.test);
                 }
             }
         }
-        out.push_str(&format!(
-            "  passed: stand-in {}/{}, real module {}/{} ({})\n\n",
+        let _ = writeln!(
+            out,
+            "  passed: stand-in {}/{}, real module {}/{} ({})\n",
             r.standin_passed,
             r.tests,
             r.real_passed,
             r.tests,
             r.real_source.as_deref().unwrap_or("?")
-        ));
+        );
     }
     out
 }
