@@ -7,7 +7,12 @@ Loaded with ``-p npu_conformance`` (this folder on ``PYTHONPATH``). Environment:
   emulated device (as the verify harness does), then ``import torch_npu`` and
   ``from torch_npu.contrib import transfer_to_npu`` run the real ``transfer_to_npu.py`` of the torch-npu wheel
   under ``NPU_PATCHER_TORCH_NPU_DIR``, so that code choosing ``cuda`` runs on the npu. The stand-in is refused:
-  a measurement over it would not be one of the real module.
+  a measurement over it would not be one of the real module, unless ``NPU_CONFORMANCE_TRANSFER=standin`` asks
+  for it (then the stand-in must be what ran).
+- ``NPU_CONFORMANCE_TORCH_NPU_TESTING``: a torch-npu wheel root (``~/.cache/npu-patcher/torch-npu/<version>``);
+  its ``torch_npu/testing`` package (torch_npu's own test harness: ``testing.testcase.TestCase``) becomes
+  importable as ``torch_npu.testing`` on top of the emulator's ``torch_npu`` (imported before
+  ``transfer_to_npu``, in the order torch_npu's own tests import them), for torch_npu's own tests.
 - ``NPU_CONFORMANCE_RESTRICTIONS``: ``off`` switches every restriction group of the emulator off (float64,
   numpy, ...), so that the run shows how the emulated device computes where a real NPU would refuse.
 - ``NPU_CONFORMANCE_DEFAULT_DEVICE``: when set (``npu``), ``torch.set_default_device`` of it, for suites that
@@ -47,6 +52,9 @@ def _setup_npu():
             "NPU_CONFORMANCE_EMULATOR_DIR={!r} is not the emulator folder (assets/emulator)".format(emulator_dir)
         )
     sys.path.insert(0, emulator_dir)
+    standin = os.environ.get("NPU_CONFORMANCE_TRANSFER", "real") == "standin"
+    if standin:
+        os.environ["NPU_EMULATOR_TRANSFER"] = "standin"
     import npu_emulator
 
     npu_emulator.install()
@@ -54,15 +62,63 @@ def _setup_npu():
         for name in npu_emulator.enabled_restrictions():
             npu_emulator.set_restriction(name, False)
     import torch_npu  # noqa: F401  (the emulator's torch_npu package)
+
+    testing = os.environ.get("NPU_CONFORMANCE_TORCH_NPU_TESTING")
+    if testing:
+        # Before transfer_to_npu, as torch_npu's own tests import it.
+        _import_testing(testing)
     from torch_npu.contrib import transfer_to_npu
 
     source = getattr(transfer_to_npu, "SOURCE", None)
-    if source in (None, "stand-in"):
+    if standin:
+        if source != "stand-in":
+            raise pytest.UsageError("NPU_CONFORMANCE_TRANSFER=standin, but {} ran".format(source))
+    elif source in (None, "stand-in"):
         raise pytest.UsageError(
             "the stand-in transfer_to_npu ran ({}); run `cargo xtask torch-npu` and point "
             "NPU_PATCHER_TORCH_NPU_DIR at its directory".format(getattr(transfer_to_npu, "STANDIN_REASON", "?"))
         )
     return source
+
+
+def _import_testing(wheel_root):
+    """Import ``<wheel_root>/torch_npu/testing`` as ``torch_npu.testing``, then its ``testcase``.
+
+    The harness reaches a few pure-Python helpers of the wheel (``torch_npu.utils._path_manager`` and what it
+    imports): ``torch_npu.utils``, ``torch_npu._init`` and ``torch_npu._init.common`` become packages over the
+    wheel's folders without running their ``__init__.py`` (which load torch_npu's C extension).
+    """
+    import importlib
+    import importlib.util
+    import types
+
+    import torch_npu
+
+    folder = os.path.join(wheel_root, "torch_npu", "testing")
+    init = os.path.join(folder, "__init__.py")
+    if not os.path.isfile(init):
+        raise pytest.UsageError(
+            "NPU_CONFORMANCE_TORCH_NPU_TESTING={!r} has no torch_npu/testing/__init__.py; run "
+            "`cargo xtask torch-npu`".format(wheel_root)
+        )
+    for name in ("torch_npu.utils", "torch_npu._init", "torch_npu._init.common"):
+        path = os.path.join(wheel_root, *name.split("."))
+        module = sys.modules.get(name)
+        if module is None:
+            module = types.ModuleType(name, "{} of the torch-npu wheel (its __init__ not run)".format(name))
+            sys.modules[name] = module
+            parent, _, child = name.rpartition(".")
+            setattr(sys.modules[parent], child, module)
+        if not hasattr(module, "__path__"):
+            module.__path__ = []
+        if path not in module.__path__:
+            module.__path__.append(path)
+    spec = importlib.util.spec_from_file_location("torch_npu.testing", init, submodule_search_locations=[folder])
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["torch_npu.testing"] = module
+    torch_npu.testing = module
+    spec.loader.exec_module(module)
+    importlib.import_module("torch_npu.testing.testcase")
 
 
 def pytest_configure(config):

@@ -20,6 +20,7 @@ mod support_table;
 mod test;
 mod tidy;
 mod torch_npu;
+mod torch_npu_tests;
 mod venv;
 
 use anyhow::Result;
@@ -65,6 +66,9 @@ enum Command {
     /// The emulated npu on real projects' test suites: each suite on the CPU and on the npu with
     /// the real `transfer_to_npu`, every difference classified (conformance/README.md).
     Conformance(conformance::Args),
+    /// `torch_npu`'s own tests of `transfer_to_npu` on the emulated npu, with the stand-in and with
+    /// the real module of the paired wheel (conformance/README.md).
+    TorchNpuTests(torch_npu_tests::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
@@ -119,6 +123,7 @@ fn main() -> Result<()> {
         Command::Codegen(args) => codegen::run(&args),
         Command::FixCheck(args) => fix_check::run(&args),
         Command::Conformance(args) => std::process::exit(conformance::main(&args)),
+        Command::TorchNpuTests(args) => std::process::exit(torch_npu_tests::main(&args)),
     }
 }
 

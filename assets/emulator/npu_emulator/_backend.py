@@ -413,6 +413,9 @@ for _name in ("reset_max_memory_allocated", "reset_max_memory_cached", "reset_ac
 npu._initialized = True  # type: ignore[attr-defined]
 npu.amp = amp  # type: ignore[attr-defined]
 npu.config = config  # type: ignore[attr-defined]
+# torch_npu.npu.default_generators: one generator per device (npu/__init__.py fills it at lazy init); the emulated
+# device's, whose device is npu:0 as torch.cuda.default_generators[0]'s is cuda:0.
+npu.default_generators = (DEVICE_GENERATOR,)  # type: ignore[attr-defined]
 
 
 def is_current_stream_capturing() -> bool:

@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _devices
+from npu_emulator import _devices, _generator
 from npu_emulator._errors import EmulatedNPUTypeError, restriction_error
 from npu_emulator._rules import ENABLED
 
@@ -81,8 +81,9 @@ RANDOM_OPS = frozenset(
     }
 )
 
-# The device's random state lives in its own CPU generator, swapped in around random ops.
-DEVICE_GENERATOR = torch.Generator()
+# The device's random state lives in its own generator (CPU state, device npu:0: torch.npu.default_generators[0]),
+# swapped in around random ops.
+DEVICE_GENERATOR = _generator.device_generator(0)
 DEVICE_GENERATOR.manual_seed(torch.initial_seed())
 
 

@@ -38,9 +38,14 @@ class Generator(_BASE, metaclass=_GeneratorType):  # type: ignore[misc]
         if target is None or target.type != "npu":
             return _BASE(device) if device is not None else _BASE()
         index = _devices.check(target.index, "torch.Generator") if target.index is not None else _devices.current()
-        generator = _BASE.__new__(NPUGenerator, "cpu")
-        generator._npu_index = index
-        return generator
+        return device_generator(index)
+
+
+def device_generator(index: int) -> NPUGenerator:
+    """A new generator of ``npu:index`` (CPU random state)."""
+    generator = _BASE.__new__(NPUGenerator, "cpu")
+    generator._npu_index = index
+    return generator
 
 
 class NPUGenerator(_BASE):  # type: ignore[misc]

@@ -278,9 +278,43 @@ class NPUTensor(torch.Tensor):
         except Exception as error:  # noqa: BLE001 - classified below
             out = _fallback(func, error, random_op, new_args, new_kwargs)
         try:
-            return _wrap(out, originals, to_device, index)
+            result = _wrap(out, originals, to_device, index)
         except Exception as error:  # noqa: BLE001 - an emulator fault, reported as such
             raise limitation(str(func), error) from error
+        if func is _CONVOLUTION and torch._C._get_tracing_state() is not None:
+            _trace_convolution(args, kwargs or {}, result)
+        return result
+
+
+_CONVOLUTION = aten.convolution.default
+
+
+def _trace_convolution(args: tuple[Any, ...], kwargs: dict[str, Any], result: torch.Tensor) -> None:
+    """Record ``aten::_convolution`` for a convolution in ``torch.jit.trace``, as torch's tracer does on every device.
+
+    torch's tracer does not record ``aten::convolution`` itself (it is one of the ops the generated tracing kernels
+    skip): it records the ``aten::_convolution`` that convolution calls on a device. Here the device op runs inside
+    ``__torch_dispatch__``, which receives ``aten.convolution`` before that call, so the node is added here, with the
+    cuDNN flags torch records, and the output is tied to it.
+    """
+    names = ("input", "weight", "bias", "stride", "padding", "dilation", "transposed", "output_padding", "groups")
+    values = dict(zip(names, args))
+    values.update({k: v for k, v in kwargs.items() if k in names})
+    graph = torch._C._get_tracing_state().graph()
+    inputs = []
+    for name in names:
+        value = values.get(name)
+        if isinstance(value, torch.Tensor):
+            inputs.append(torch._C._get_value_trace(value))
+        else:
+            inputs.append(graph.insertConstant(list(value) if isinstance(value, (list, tuple)) else value))
+    cudnn = torch.backends.cudnn
+    for flag in (cudnn.benchmark, cudnn.deterministic, cudnn.enabled, cudnn.allow_tf32):
+        inputs.append(graph.insertConstant(bool(flag)))
+    node = graph.create("aten::_convolution", inputs, 1)
+    graph.insertNode(node)
+    node.output().inferTypeFrom(result)
+    torch._C._set_value_trace(result, node.output())
 
 
 def _repr(tensor: NPUTensor, tensor_contents: object) -> str:

@@ -54,8 +54,8 @@ def test_default_device():
 '''
 
 
-def _run(tmp_path: Path, mode: str, default_device: bool = False) -> dict:
-    (tmp_path / "test_suite.py").write_text(SUITE, encoding="utf-8")
+def _run(tmp_path: Path, mode: str, default_device: bool = False, suite: str = SUITE, **extra: str) -> dict:
+    (tmp_path / "test_suite.py").write_text(suite, encoding="utf-8")
     results = tmp_path / f"{mode}.jsonl"
     env = dict(os.environ)
     env.update(
@@ -67,6 +67,9 @@ def _run(tmp_path: Path, mode: str, default_device: bool = False) -> dict:
         NPU_CONFORMANCE_EMULATOR_DIR=str(ROOT / "assets" / "emulator"),
     )
     env.pop("NPU_CONFORMANCE_DEFAULT_DEVICE", None)
+    for name in ("NPU_CONFORMANCE_TRANSFER", "NPU_CONFORMANCE_TORCH_NPU_TESTING"):
+        env.pop(name, None)
+    env.update(extra)
     if default_device:
         env["NPU_CONFORMANCE_DEFAULT_DEVICE"] = "npu"
     subprocess.run(
@@ -113,3 +116,41 @@ def test_on_the_npu_cuda_code_runs_on_the_npu_with_the_real_transfer_to_npu(tmp_
     assert "npu" in got["outcomes"]["test_cuda_when_available"]["message"]
     assert outcome["test_default_device"] == "failed"
     assert outcome["test_passes"] == "passed"
+
+
+TESTING_SUITE = """
+import torch
+import torch_npu
+from torch_npu.testing.testcase import TestCase
+from torch_npu.contrib import transfer_to_npu
+
+
+class TestWithTheWheelsHarness(TestCase):
+    def test_harness_imported_before_the_remap(self):
+        import torch_npu.testing as testing
+        assert testing.CUDA_AT_IMPORT is False
+        assert torch.cuda.is_available()
+        assert transfer_to_npu.SOURCE == "stand-in"
+"""
+
+
+def test_the_stand_in_on_request_with_torch_npus_test_harness_imported_first(tmp_path: Path) -> None:
+    """``NPU_CONFORMANCE_TRANSFER=standin`` runs the stand-in; ``NPU_CONFORMANCE_TORCH_NPU_TESTING`` makes a wheel's
+    ``torch_npu/testing`` importable, imported before transfer_to_npu (torch.cuda not yet remapped)."""
+    wheel = tmp_path / "wheel"
+    testing = wheel / "torch_npu" / "testing"
+    testing.mkdir(parents=True)
+    (testing / "__init__.py").write_text("import torch\nCUDA_AT_IMPORT = torch.cuda.is_available()\n", encoding="utf-8")
+    (testing / "testcase.py").write_text("import unittest\nTestCase = unittest.TestCase\n", encoding="utf-8")
+    run = tmp_path / "run"
+    run.mkdir()
+    got = _run(
+        run,
+        "npu",
+        suite=TESTING_SUITE,
+        NPU_CONFORMANCE_TRANSFER="standin",
+        NPU_CONFORMANCE_TORCH_NPU_TESTING=str(wheel),
+    )
+    assert got["session"]["transfer_to_npu"] == "stand-in", got["session"]
+    outcome = {name: r["outcome"] for name, r in got["outcomes"].items()}
+    assert outcome == {"test_harness_imported_before_the_remap": "passed"}, got["outcomes"]

@@ -411,3 +411,68 @@ def test_transfer_to_npu_remaps_device_contexts_and_the_cuda_api(which: str, tmp
     )
     assert done.returncode == 0, done.stderr
     assert (done.stdout.strip() == "stand-in") == (which == "standin"), done.stdout
+
+
+@pytest.mark.parametrize("which", ["real", "standin"])
+def test_transfer_to_npu_helpers_kernel_and_generators(which: str, tmp_path: Path) -> None:
+    """The module's helpers under its names (config files, device dicts, third-party wrappers, the NCCL backend
+    map), ``profiler_util.Kernel`` with a CUDA device and, from torch-npu 2.14.0 on, ``torch.cuda.default_generators``:
+    the same with the wheel's own module and with the stand-in."""
+    env = dict(os.environ)
+    if which == "standin":
+        env["NPU_PATCHER_TORCH_NPU_DIR"] = str(tmp_path / "empty")  # an empty cache
+    elif _pinned_wheel_for_this_torch() is None:
+        pytest.skip(f"no pinned torch-npu wheel pairs with torch {torch.__version__}: only the stand-in can run")
+    config = tmp_path / "config.json"
+    config.write_text('{"lib": {"version": "1.0"}}', encoding="utf-8")
+    (tmp_path / "list.json").write_text("[1, 2]", encoding="utf-8")
+    (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+    (tmp_path / "link.json").symlink_to(config)
+    code = textwrap.dedent(
+        f"""
+        import os, sys, warnings
+        warnings.simplefilter("ignore")
+        sys.path.insert(0, {str(EMULATOR)!r})
+        import torch
+        import npu_emulator
+        import torch_npu
+        from torch_npu.contrib import transfer_to_npu as t
+        d = {str(tmp_path)!r}
+        assert t._check_input_file_valid(os.path.join(d, "config.json"))
+        assert not t._check_input_file_valid(os.path.join(d, "link.json"))
+        assert not t._check_input_file_valid(os.path.join(d, "missing.json"))
+        assert t._load_json_file(os.path.join(d, "config.json")) == {{"lib": {{"version": "1.0"}}}}
+        for name in ("list.json", "broken.json", "link.json", "missing.json"):
+            assert t._load_json_file(os.path.join(d, name)) == {{}}, name
+        assert t._replace_cuda_to_npu_in_dict({{"cuda:0": "cuda:1", 3: 4}}) == {{"npu:0": "npu:1", 3: 4}}
+        assert torch.cuda.is_available()
+        seen = t._wrapper_libraries_func(lambda: torch.cuda.is_available())()
+        assert seen is False and torch.cuda.is_available()
+        def fails():
+            raise ValueError("x")
+        try:
+            t._wrapper_libraries_func(fails)()
+        except ValueError:
+            pass
+        # Both modules put the remapped is_available back only when the function returns.
+        assert torch.cuda.is_available() is False
+        backend = torch.distributed.Backend
+        if hasattr(backend, "default_device_backend_map"):
+            assert hasattr(t, "_del_nccl_device_backend_map")
+            backend.default_device_backend_map["cuda"] = "nccl"
+            t._del_nccl_device_backend_map()
+            assert "cuda" not in backend.default_device_backend_map
+        kernel = torch.autograd.profiler_util.Kernel("k", "cuda", 11)
+        assert kernel.device == "npu" and kernel.name == "k" and kernel.duration == 11, kernel
+        version = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+        if version >= (2, 14):
+            assert len(torch.cuda.default_generators) == len(torch.npu.default_generators) == 1
+            assert torch.cuda.default_generators[0].device.type == "npu"
+        print(t.SOURCE)
+        """
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    assert (done.stdout.strip() == "stand-in") == (which == "standin"), done.stdout

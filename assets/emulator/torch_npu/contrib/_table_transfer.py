@@ -194,6 +194,38 @@ def _namespace() -> dict[str, Any]:
     }
 
 
+# -- effects of the module's _init() that are calls ----------------------------------------------------------
+
+def _patch_namedtuple(cls: type) -> None:
+    """Construct the named tuple ``cls`` with a CUDA device given as npu (``profiler_util.Kernel``)."""
+    original = cls.__new__
+    if getattr(original, "__npu_remapped__", False):
+        return
+
+    def new(klass: type, *args: Any, **kwargs: Any) -> Any:
+        args = tuple(to_npu(a) for a in args)
+        for keyword in DEVICE_KEYWORDS:
+            if keyword in kwargs:
+                kwargs[keyword] = to_npu(kwargs[keyword])
+        return original(klass, *args, **kwargs)
+
+    new.__npu_remapped__ = True  # type: ignore[attr-defined]
+    cls.__new__ = new  # type: ignore[method-assign]
+
+
+def apply_calls(version: str) -> None:
+    """The effects of release ``version``'s ``_init()`` that are calls rather than assignments (the table records
+    assignments): ``profiler_util.Kernel`` takes CUDA as npu (every pinned release), and from torch-npu 2.14.0 on
+    ``torch.cuda.default_generators`` is ``torch_npu.npu.default_generators`` (its ``_update_cuda_default_generators``)."""
+    import torch.autograd.profiler_util
+
+    _patch_namedtuple(torch.autograd.profiler_util.Kernel)
+    if _version_key(version)[:2] >= (2, 14):
+        import torch_npu
+
+        torch.cuda.default_generators = torch_npu.npu.default_generators
+
+
 # -- resolving dotted targets ----------------------------------------------------------------------------------
 
 

@@ -17,6 +17,10 @@ in the process that should run remapped.
 
 from __future__ import annotations
 
+import functools
+import json
+import os
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -24,11 +28,82 @@ import torch.distributed
 
 from torch_npu.contrib import _real_transfer, _table_transfer
 
+# -- the module's own helpers under its names (its callers, torch_npu's tests included, reach them here); the
+# -- real module, when it runs, replaces them with its own.
+
+#: ``torch.cuda.is_available`` before the remap: what third-party code wrapped by
+#: :func:`_wrapper_libraries_func` sees during its call.
+_CUDA_IS_AVAILABLE = torch.cuda.is_available
+
+#: The largest config file :func:`_check_input_file_valid` accepts (the module's 10 MiB).
+_MAX_CONFIG_BYTES = 10 * 1024**2
+
+
+def _check_input_file_valid(file_path: str) -> bool:
+    """Whether ``file_path`` is a config file the module reads: not a link, existing, readable, a base name of at
+    most 200 characters and at most 10 MiB."""
+    if os.path.islink(os.path.abspath(file_path)):
+        return False
+    real = os.path.realpath(file_path)
+    return (
+        os.path.exists(real)
+        and os.access(real, os.R_OK)
+        and len(os.path.basename(real)) <= 200
+        and os.path.getsize(real) <= _MAX_CONFIG_BYTES
+    )
+
+
+def _load_json_file(file_path: str) -> dict[str, Any]:
+    """The JSON object in ``file_path``; ``{}`` when the file is not valid, not JSON or not an object."""
+    if not _check_input_file_valid(file_path):
+        return {}
+    try:
+        with open(file_path, encoding="utf-8") as file:
+            loaded = json.load(file)
+    except json.JSONDecodeError:
+        return {}
+    return loaded if isinstance(loaded, dict) else {}
+
+
+def _replace_cuda_to_npu_in_dict(device_dict: dict[Any, Any]) -> dict[Any, Any]:
+    """A copy of ``device_dict`` with ``cuda`` written ``npu`` in its string keys and string values."""
+    return {
+        (k.replace("cuda", "npu") if isinstance(k, str) else k): (v.replace("cuda", "npu") if isinstance(v, str) else v)
+        for k, v in device_dict.items()
+    }
+
+
+def _wrapper_libraries_func(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` run with ``torch.cuda.is_available`` as it was before the remap (False without CUDA): what the
+    module does to the third-party functions its ``apis_config.json`` lists. As there, the remapped one is put back
+    when ``function`` returns, not when it raises."""
+
+    @functools.wraps(function)
+    def unremapped(*args: Any, **kwargs: Any) -> Any:
+        remapped = torch.cuda.is_available
+        torch.cuda.is_available = _CUDA_IS_AVAILABLE
+        result = function(*args, **kwargs)
+        torch.cuda.is_available = remapped
+        return result
+
+    return unremapped
+
+
+def _del_nccl_device_backend_map() -> None:
+    """Drop ``cuda`` from ``torch.distributed.Backend.default_device_backend_map`` where torch has that map."""
+    backend_map = getattr(torch.distributed.Backend, "default_device_backend_map", None)
+    if backend_map is not None and "cuda" in backend_map:
+        del backend_map["cuda"]
+
+
+
+
 
 def _apply() -> str:
     """Replay, from the remap table, what the paired torch-npu release's own module does; its version."""
     version, entry = _table_transfer.entry_for(torch.__version__)
     _table_transfer.apply(entry)
+    _table_transfer.apply_calls(version)
     torch._npu_transfer_applied = True  # type: ignore[attr-defined]
     return version
 
