@@ -398,3 +398,43 @@ pub fn run(args: &Args) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(wall: f64, rss_mb: f64, stdout: &[u8], rc: i32) -> Measured {
+        Measured {
+            wall,
+            cpu: wall,
+            rss_mb,
+            stdout: stdout.to_vec(),
+            stderr: "Scanned 1 Python files (1 lines)".into(),
+            rc,
+        }
+    }
+
+    #[test]
+    fn the_baseline_line_gives_ratios_and_says_when_outputs_cannot_be_compared() {
+        let path = Path::new("/bin/old-npu-scan");
+        let line = baseline_lines(
+            path,
+            &measured(1.0, 50.0, b"{}", 1),
+            &measured(2.0, 100.0, b"not json", 1),
+        );
+        assert!(line.contains("wall 0.50x, RSS 0.50x"), "{line}");
+        assert!(
+            line.contains("cannot tell: the baseline's output does not read"),
+            "{line}"
+        );
+        let failed = baseline_lines(
+            path,
+            &measured(1.0, 50.0, b"{}", 1),
+            &measured(1.0, 50.0, b"", 2),
+        );
+        assert!(
+            failed.starts_with("baseline /bin/old-npu-scan: FAILED"),
+            "{failed}"
+        );
+    }
+}
