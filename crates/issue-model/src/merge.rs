@@ -56,13 +56,8 @@ fn merge_owned(
             issue.history.clone_from(&before.history);
             issue.status = before.status;
             if before.status == Status::Fixed {
-                issue.status = Status::Pending;
-                issue.history.push(HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Regressed,
-                    note: Some(wording.regressed.to_owned()),
-                });
-                report.regressed.push(issue.id.clone());
+                let entry = (HistoryStatus::Regressed, wording.regressed, now);
+                move_to(issue, Status::Pending, entry, &mut report.regressed);
             } else {
                 report.kept.push(issue.id.clone());
             }
@@ -85,17 +80,28 @@ fn merge_owned(
             continue;
         }
         if gone.status == Status::Pending {
-            gone.status = Status::Fixed;
-            gone.history.push(HistoryEntry {
-                at: now.to_owned(),
-                status: HistoryStatus::Resolved,
-                note: Some(wording.resolved.to_owned()),
-            });
-            report.resolved.push(gone.id.clone());
+            let entry = (HistoryStatus::Resolved, wording.resolved, now);
+            move_to(&mut gone, Status::Fixed, entry, &mut report.resolved);
         }
         fresh.push(gone);
     }
     (fresh, others)
+}
+
+/// Give `issue` the `status`, with a history entry (its status, note and time), and list its id.
+fn move_to(
+    issue: &mut Issue,
+    status: Status,
+    (entry, note, now): (HistoryStatus, &str, &str),
+    ids: &mut Vec<String>,
+) {
+    issue.status = status;
+    issue.history.push(HistoryEntry {
+        at: now.to_owned(),
+        status: entry,
+        note: Some(note.to_owned()),
+    });
+    ids.push(issue.id.clone());
 }
 
 /// Merge `fresh` (a scan's result, every issue pending with no history) into `previous`.
