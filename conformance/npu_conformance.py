@@ -200,35 +200,33 @@ def _untimed(previous):
         signal.signal(signal.SIGALRM, previous)
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_setup(item):
-    previous = _timed()
-    try:
-        yield
-    finally:
-        _untimed(previous)
+def _timed_phase():
+    """A hook wrapper that runs one phase of a test (setup, call, teardown) under the per-test time limit."""
+
+    @pytest.hookimpl(hookwrapper=True)
+    def hook(item):
+        previous = _timed()
+        try:
+            yield
+        finally:
+            _untimed(previous)
+
+    return hook
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_call(item):
-    previous = _timed()
-    try:
-        yield
-    finally:
-        _untimed(previous)
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_teardown(item):
-    previous = _timed()
-    try:
-        yield
-    finally:
-        _untimed(previous)
+pytest_runtest_setup = _timed_phase()
+pytest_runtest_call = _timed_phase()
+pytest_runtest_teardown = _timed_phase()
 
 
 def pytest_runtest_logstart(nodeid, location):
     _write({"kind": "start", "nodeid": nodeid})
+
+
+def _record(report, outcome):
+    """Keep ``outcome`` as the outcome of the report's node and write it to the results."""
+    _SEEN[report.nodeid] = outcome
+    _write({"kind": "outcome", "nodeid": report.nodeid, "outcome": outcome, "message": _message(report)})
 
 
 def pytest_runtest_logreport(report):
@@ -240,14 +238,12 @@ def pytest_runtest_logreport(report):
         return  # the first bad outcome stands (a failed call then a failed teardown is "failed")
     if previous == "passed" and outcome != "error":
         return
-    _SEEN[report.nodeid] = outcome
-    _write({"kind": "outcome", "nodeid": report.nodeid, "outcome": outcome, "message": _message(report)})
+    _record(report, outcome)
 
 
 def pytest_collectreport(report):
     if report.failed:
-        _SEEN[report.nodeid] = "error"
-        _write({"kind": "outcome", "nodeid": report.nodeid, "outcome": "error", "message": _message(report)})
+        _record(report, "error")
 
 
 def pytest_sessionfinish(session, exitstatus):

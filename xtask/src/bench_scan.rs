@@ -6,8 +6,9 @@
 //! 50,000-term expression and deep nesting. It prints lines/s, files/s, wall time and peak RSS
 //! for `npu-scan` (release build, every rule) and for `CPython` parse-only, checks that
 //! `--threads 1` and `--threads 2` give identical output, and compares with the targets
-//! (3× faster than `CPython` parse-only, RSS under 300 MB). Figures only: nothing is asserted
-//! on timing.
+//! (3× faster than `CPython` parse-only, RSS under 300 MB). With `--baseline BINARY` it also
+//! times that `npu-scan` build on the same files and prints the ratios of wall time and RSS and
+//! whether the two outputs are identical. Figures only: nothing is asserted on timing.
 
 use anyhow::{Context, Result, bail};
 use std::fmt::Write;
@@ -24,6 +25,10 @@ pub struct Args {
     /// Worker threads for the timed scan.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
+    /// Also time this `npu-scan` binary (another build, such as main's) on the same files in
+    /// the same run, and print new/baseline wall time and RSS and whether the output is the same.
+    #[arg(long, value_name = "BINARY")]
+    pub baseline: Option<PathBuf>,
 }
 
 /// Runs a command, and prints its wall time and its peak RSS as JSON on stderr's last line.
@@ -209,6 +214,28 @@ fn row(name: &str, files: usize, lines: usize, m: &Measured) {
     );
 }
 
+/// The comparison with the baseline build: ratios new/baseline and whether the outputs match.
+fn baseline_lines(path: &Path, new: &Measured, base: &Measured) -> String {
+    if base.rc == 2 {
+        return format!(
+            "baseline {}: FAILED (exit 2): {}",
+            path.display(),
+            base.stderr.trim()
+        );
+    }
+    let same = match (normalized(&new.stdout), normalized(&base.stdout)) {
+        (Ok(a), Ok(b)) => if a == b { "yes" } else { "NO" }.to_owned(),
+        (_, Err(e)) => format!("cannot tell: the baseline's output does not read ({e:#})"),
+        (Err(e), _) => format!("cannot tell: the output does not read ({e:#})"),
+    };
+    format!(
+        "vs baseline {}: wall {:.2}x, RSS {:.2}x (new / baseline; below 1 is better); output identical: {same}",
+        path.display(),
+        new.wall / base.wall,
+        new.rss_mb / base.rss_mb
+    )
+}
+
 pub fn run(args: &Args) -> Result<()> {
     let python = crate::venv::ensure(&crate::venv::default_requirements())?;
     let corpus = match &args.corpus {
@@ -231,7 +258,7 @@ pub fn run(args: &Args) -> Result<()> {
         "run", "files", "lines", "wall s", "cpu s", "lines/s", "files/s", "RSS MB"
     );
 
-    let scan_cmd = |root: &Path, threads: usize| -> Vec<String> {
+    let scan_with = |binary: &Path, root: &Path, threads: usize| -> Vec<String> {
         vec![
             binary.display().to_string(),
             root.display().to_string(),
@@ -245,6 +272,7 @@ pub fn run(args: &Args) -> Result<()> {
             threads.to_string(),
         ]
     };
+    let scan_cmd = |root: &Path, threads: usize| scan_with(&binary, root, threads);
 
     // Warm the page cache so that neither side pays for the first read.
     let _ = measure(&python, work, &scan_cmd(&corpus, args.threads))?;
@@ -261,6 +289,25 @@ pub fn run(args: &Args) -> Result<()> {
     );
     let one = measure(&python, work, &scan_cmd(&corpus, 1))?;
     row("npu-scan --threads 1", files, lines, &one);
+    let baseline = match &args.baseline {
+        Some(path) => {
+            if !path.is_file() {
+                bail!(
+                    "--baseline {}: no such file (give the path of an npu-scan binary)",
+                    path.display()
+                );
+            }
+            let m = measure(&python, work, &scan_with(path, &corpus, args.threads))?;
+            row(
+                &format!("baseline --threads {}", args.threads),
+                files,
+                lines,
+                &m,
+            );
+            Some((path, m))
+        }
+        None => None,
+    };
 
     // CPython parse-only over exactly the files the scanner reads.
     let excludes = scan::files::exclude_set(&[])?;
@@ -329,6 +376,9 @@ pub fn run(args: &Args) -> Result<()> {
         args.threads,
         if identical { "yes" } else { "NO" }
     );
+    if let Some((path, base)) = &baseline {
+        println!("{}", baseline_lines(path, &two, base));
+    }
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let load_1m: f64 = load
         .split_whitespace()
@@ -347,4 +397,44 @@ pub fn run(args: &Args) -> Result<()> {
         bail!("the output depends on the thread count");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(wall: f64, rss_mb: f64, stdout: &[u8], rc: i32) -> Measured {
+        Measured {
+            wall,
+            cpu: wall,
+            rss_mb,
+            stdout: stdout.to_vec(),
+            stderr: "Scanned 1 Python files (1 lines)".into(),
+            rc,
+        }
+    }
+
+    #[test]
+    fn the_baseline_line_gives_ratios_and_says_when_outputs_cannot_be_compared() {
+        let path = Path::new("/bin/old-npu-scan");
+        let line = baseline_lines(
+            path,
+            &measured(1.0, 50.0, b"{}", 1),
+            &measured(2.0, 100.0, b"not json", 1),
+        );
+        assert!(line.contains("wall 0.50x, RSS 0.50x"), "{line}");
+        assert!(
+            line.contains("cannot tell: the baseline's output does not read"),
+            "{line}"
+        );
+        let failed = baseline_lines(
+            path,
+            &measured(1.0, 50.0, b"{}", 1),
+            &measured(1.0, 50.0, b"", 2),
+        );
+        assert!(
+            failed.starts_with("baseline /bin/old-npu-scan: FAILED"),
+            "{failed}"
+        );
+    }
 }

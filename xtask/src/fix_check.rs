@@ -12,6 +12,7 @@
 //! holds the project's own test dependencies. Tests run under `nice`, with a per-test timeout
 //! (pytest-timeout), and a small pytest plugin records each test id's outcome.
 
+use crate::conformance::{Format, ProjectArgs};
 use crate::corpus::fetch::{self, Distribution, Kind};
 use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
@@ -46,12 +47,8 @@ Exit codes:
 #[derive(clap::Args)]
 #[command(about = ABOUT, long_about = ABOUT, after_help = AFTER_HELP)]
 pub struct Args {
-    /// Only this project (a `name` of projects.json; repeatable).
-    #[arg(long = "project", value_name = "NAME")]
-    projects: Vec<String>,
-    /// Output format on stdout.
-    #[arg(long, value_enum, default_value = "text")]
-    format: Format,
+    #[command(flatten)]
+    select: ProjectArgs,
     /// Skip the entry-point runs on the emulated npu.
     #[arg(long)]
     no_entries: bool,
@@ -61,12 +58,6 @@ pub struct Args {
     /// The judgements of changed outcomes (default: tests/fix-check/judged.json).
     #[arg(long, value_name = "PATH")]
     judged: Option<PathBuf>,
-}
-
-#[derive(Clone, Copy, clap::ValueEnum, PartialEq, Eq)]
-enum Format {
-    Text,
-    Json,
 }
 
 /// `tests/fix-check/projects.json`.
@@ -305,11 +296,11 @@ pub fn run(args: &Args) -> Result<()> {
     };
     let manifest = read_manifest(&manifest_path).unwrap_or_else(|e| setup(e));
     let judged = read_judged(&judged_path).unwrap_or_else(|e| setup(e));
-    let selected: Vec<&Project> = if args.projects.is_empty() {
+    let selected: Vec<&Project> = if args.select.project.is_empty() {
         manifest.projects.iter().collect()
     } else {
         let mut out = Vec::new();
-        for name in &args.projects {
+        for name in &args.select.project {
             match manifest.projects.iter().find(|p| &p.name == name) {
                 Some(p) => out.push(p),
                 None => setup(anyhow::anyhow!(
@@ -353,7 +344,7 @@ pub fn run(args: &Args) -> Result<()> {
             }
         }
     }
-    match args.format {
+    match args.select.format {
         Format::Text => print!("{}", text_table(&reports)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&reports)?),
     }

@@ -31,8 +31,35 @@ def call_site(project_root, skip_dirs=()):
     return None
 
 
-class Observer:
+class Installed:
+    """Hooks installed into torch for one run: a torch mode entered with ``_enter`` and the undo callables in
+    ``_undo``; ``uninstall`` leaves the mode and undoes the rest, last first, each failure ignored."""
+
+    def __init__(self):
+        self._undo = []
+        self._mode = None
+
+    def _enter(self, mode):
+        self._mode = mode
+        mode.__enter__()
+
+    def uninstall(self):
+        if self._mode is not None:
+            try:
+                self._mode.__exit__(None, None, None)
+            except Exception:
+                pass
+            self._mode = None
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:
+                pass
+
+
+class Observer(Installed):
     def __init__(self, torch, project_root, device_type, steps=None):
+        super().__init__()
         self.torch = torch
         self.root = project_root
         self.skip_dirs = (os.path.join(os.path.abspath(project_root), "migrate_to_cloudrobo") + os.sep,)
@@ -51,8 +78,6 @@ class Observer:
         self.float64_count = 0
         self.float64_sites = {}
         self.fallbacks = {}
-        self._undo = []
-        self._mode = None
         self._in_backward = False
         self.backward_site = None  # the line of the backward() call in progress
         self.busy = False  # the harness's own tensor ops run (reading the loss): not the program's
@@ -194,21 +219,7 @@ class Observer:
                     pass
                 return out
 
-        self._mode = Float64Watch()
-        self._mode.__enter__()
-
-    def uninstall(self):
-        if self._mode is not None:
-            try:
-                self._mode.__exit__(None, None, None)
-            except Exception:
-                pass
-            self._mode = None
-        while self._undo:
-            try:
-                self._undo.pop()()
-            except Exception:
-                pass
+        self._enter(Float64Watch())
 
 
 def describe_batch(batch, torch, np=None, prefix="batch", out=None, depth=0):

@@ -25,6 +25,8 @@ import collections
 import os
 import sys
 
+from .observe import Installed
+
 _SELF_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 #: What verify flags (thresholds, per profiled step; documented in docs/cli/npu-verify.md).
@@ -58,11 +60,12 @@ def _kind_tables(torch):
     return syncs, index
 
 
-class StepProfile:
+class StepProfile(Installed):
     """Counts of one run, per step and per line; ``verdict(func)`` is None or ``(kind, message)`` of a CPU
     fallback."""
 
     def __init__(self, torch, project_root, device_type, observer, verdict, kernel_info):
+        super().__init__()
         self.torch = torch
         self.root = os.path.abspath(project_root)
         self.device_type = device_type
@@ -78,8 +81,6 @@ class StepProfile:
         self._sample_picks = collections.defaultdict(set)  # (file, line) -> sample indices picked this step
         self._unbound = set()  # (file, line) that iterated a batch-sized tensor this step
         self._loops = {}  # file -> [(first, last)] line ranges of its loops and comprehensions
-        self._mode = None
-        self._undo = []
         self._syncs, self._index_ops = _kind_tables(torch)
         aten = torch.ops.aten
         self._to_copy = aten._to_copy
@@ -288,21 +289,7 @@ class StepProfile:
 
             cls.tolist = tolist
             self._undo.append(lambda: setattr(cls, "tolist", original_tolist))
-        self._mode = StepProfileMode()
-        self._mode.__enter__()
-
-    def uninstall(self):
-        if self._mode is not None:
-            try:
-                self._mode.__exit__(None, None, None)
-            except Exception:
-                pass
-            self._mode = None
-        while self._undo:
-            try:
-                self._undo.pop()()
-            except Exception:
-                pass
+        self._enter(StepProfileMode())
 
     # -- the figures -----------------------------------------------------------------------------------
     def profiled(self):

@@ -17,6 +17,93 @@ pub struct MergeReport {
     pub resolved: Vec<String>,
 }
 
+/// How a merge words the history entries it writes, by who measures the issues it owns.
+struct Wording {
+    /// The note of a `regressed` entry: a `fixed` issue found again.
+    regressed: &'static str,
+    /// The note of a `resolved` entry: a pending issue no longer found.
+    resolved: &'static str,
+    /// The note of a new issue's `found` entry.
+    found: fn(&Issue) -> Option<String>,
+}
+
+/// Merge `fresh` into the issues of `previous` that `owns` picks: a fresh issue that `pair`
+/// pairs with an owned one keeps its id, reason, status and history (a `fixed` one becomes
+/// pending: `regressed`); an unpaired one is new, with an id nothing in `previous` has; an owned
+/// issue left unpaired that is pending becomes `fixed` (`resolved`). Fresh issues with a
+/// fingerprint already seen are dropped. Returns the merged owned issues (fresh ones first, then
+/// those gone) and the issues `owns` leaves out, as they were.
+fn merge_owned(
+    previous: Vec<Issue>,
+    owns: impl Fn(&Issue) -> bool,
+    mut fresh: Vec<Issue>,
+    pair: fn(&[Issue], &[Issue]) -> Vec<Option<usize>>,
+    wording: &Wording,
+    now: &str,
+    report: &mut MergeReport,
+) -> (Vec<Issue>, Vec<Issue>) {
+    let mut taken: BTreeSet<String> = previous.iter().map(|i| i.id.clone()).collect();
+    let (old, others): (Vec<Issue>, Vec<Issue>) = previous.into_iter().partition(|i| owns(i));
+    // Fingerprints are unique in a file (rescans match on them). The scanner numbers identical
+    // findings in one symbol, so a repeated fingerprint is the same finding twice: keep one.
+    let mut seen: BTreeSet<String> = BTreeSet::new();
+    fresh.retain(|i| seen.insert(i.fingerprint.clone()));
+    let matched = pair(&old, &fresh);
+    for (issue, at) in fresh.iter_mut().zip(&matched) {
+        if let Some(before) = at.map(|o| &old[o]) {
+            issue.id.clone_from(&before.id);
+            issue.reason.clone_from(&before.reason);
+            issue.history.clone_from(&before.history);
+            issue.status = before.status;
+            if before.status == Status::Fixed {
+                let entry = (HistoryStatus::Regressed, wording.regressed, now);
+                move_to(issue, Status::Pending, entry, &mut report.regressed);
+            } else {
+                report.kept.push(issue.id.clone());
+            }
+        } else {
+            issue.id = unique_id(&issue.pattern, &issue.fingerprint, &taken);
+            issue.status = Status::Pending;
+            issue.reason = None;
+            issue.history = vec![HistoryEntry {
+                at: now.to_owned(),
+                status: HistoryStatus::Found,
+                note: (wording.found)(issue),
+            }];
+            report.new.push(issue.id.clone());
+        }
+        taken.insert(issue.id.clone());
+    }
+    let matched_old: BTreeSet<usize> = matched.iter().flatten().copied().collect();
+    for (index, mut gone) in old.into_iter().enumerate() {
+        if matched_old.contains(&index) {
+            continue;
+        }
+        if gone.status == Status::Pending {
+            let entry = (HistoryStatus::Resolved, wording.resolved, now);
+            move_to(&mut gone, Status::Fixed, entry, &mut report.resolved);
+        }
+        fresh.push(gone);
+    }
+    (fresh, others)
+}
+
+/// Give `issue` the `status`, with a history entry (its status, note and time), and list its id.
+fn move_to(
+    issue: &mut Issue,
+    status: Status,
+    (entry, note, now): (HistoryStatus, &str, &str),
+    ids: &mut Vec<String>,
+) {
+    issue.status = status;
+    issue.history.push(HistoryEntry {
+        at: now.to_owned(),
+        status: entry,
+        note: Some(note.to_owned()),
+    });
+    ids.push(issue.id.clone());
+}
+
 /// Merge `fresh` (a scan's result, every issue pending with no history) into `previous`.
 ///
 /// Issues are matched by fingerprint: the whole of it, then its line part (the line's text:
@@ -33,80 +120,23 @@ pub fn merge(
     now: &str,
 ) -> (IssuesFile, MergeReport) {
     let mut report = MergeReport::default();
-    let old_issues: &[Issue] = previous.map_or(&[], |p| p.issues.as_slice());
+    let old_issues: Vec<Issue> = previous.map_or_else(Vec::new, |p| p.issues.clone());
     // Measured findings (npu-verify) are not the scanner's: a scan never matches or resolves them.
-    let scanned: Vec<Issue> = old_issues
-        .iter()
-        .filter(|i| i.measured.is_none())
-        .cloned()
-        .collect();
-    let kept_measured: Vec<Issue> = old_issues
-        .iter()
-        .filter(|i| i.measured.is_some())
-        .cloned()
-        .collect();
-    let old_issues: &[Issue] = &scanned;
-
-    let mut taken: BTreeSet<String> = previous
-        .map(|p| p.issues.iter().map(|i| i.id.clone()).collect())
-        .unwrap_or_default();
-    // Fingerprints are unique in a file (rescans match on them). The scanner numbers identical
-    // findings in one symbol, so a repeated fingerprint is the same finding twice: keep one.
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    fresh.issues.retain(|i| seen.insert(i.fingerprint.clone()));
-    let matched = match_previous(old_issues, &fresh.issues);
-    for (issue, old) in fresh.issues.iter_mut().zip(&matched) {
-        if let Some(old) = old.map(|o| &old_issues[o]) {
-            issue.id.clone_from(&old.id);
-            issue.reason.clone_from(&old.reason);
-            issue.history.clone_from(&old.history);
-            issue.status = old.status;
-            if old.status == Status::Fixed {
-                issue.status = Status::Pending;
-                issue.history.push(HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Regressed,
-                    note: Some("marked fixed, but a rescan found it again".to_owned()),
-                });
-                report.regressed.push(issue.id.clone());
-            } else {
-                report.kept.push(issue.id.clone());
-            }
-        } else {
-            issue.id = unique_id(&issue.pattern, &issue.fingerprint, &taken);
-            issue.status = Status::Pending;
-            issue.reason = None;
-            issue.history = vec![HistoryEntry {
-                at: now.to_owned(),
-                status: HistoryStatus::Found,
-                note: None,
-            }];
-            report.new.push(issue.id.clone());
-        }
-        taken.insert(issue.id.clone());
-    }
-
-    let matched_old: BTreeSet<usize> = matched.iter().flatten().copied().collect();
-    if previous.is_some() {
-        for (index, old) in old_issues.iter().enumerate() {
-            if matched_old.contains(&index) {
-                continue;
-            }
-            let mut gone = old.clone();
-            if gone.status == Status::Pending {
-                gone.status = Status::Fixed;
-                gone.history.push(HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Resolved,
-                    note: Some("no longer found by a rescan".to_owned()),
-                });
-                report.resolved.push(gone.id.clone());
-            }
-            fresh.issues.push(gone);
-        }
-    }
-    fresh.issues.extend(kept_measured);
-
+    let (mut issues, kept_measured) = merge_owned(
+        old_issues,
+        |i| i.measured.is_none(),
+        std::mem::take(&mut fresh.issues),
+        match_previous,
+        &Wording {
+            regressed: "marked fixed, but a rescan found it again",
+            resolved: "no longer found by a rescan",
+            found: |_| None,
+        },
+        now,
+        &mut report,
+    );
+    issues.extend(kept_measured);
+    fresh.issues = issues;
     fresh.summary = Summary::of(&fresh.issues);
     (fresh, report)
 }
@@ -137,64 +167,42 @@ pub fn merge_measured(
         unparsed: Vec::new(),
     });
     let mut report = MergeReport::default();
-    let in_scope = |i: &Issue| {
-        i.measured
-            .as_ref()
-            .is_some_and(|m| checks.contains(&m.check.as_str()))
-    };
-    let mut taken: BTreeSet<String> = file.issues.iter().map(|i| i.id.clone()).collect();
-    let (mut old, others): (Vec<Issue>, Vec<Issue>) = file.issues.drain(..).partition(in_scope);
-    file.issues = others;
-    let mut seen: BTreeSet<String> = BTreeSet::new();
-    for mut issue in fresh {
-        if !seen.insert(issue.fingerprint.clone()) {
-            continue;
-        }
-        if let Some(at) = old.iter().position(|o| o.fingerprint == issue.fingerprint) {
-            let before = old.remove(at);
-            issue.id = before.id;
-            issue.reason = before.reason;
-            issue.history = before.history;
-            issue.status = before.status;
-            if before.status == Status::Fixed {
-                issue.status = Status::Pending;
-                issue.history.push(HistoryEntry {
-                    at: now.to_owned(),
-                    status: HistoryStatus::Regressed,
-                    note: Some("marked fixed, but npu-verify measured it again".to_owned()),
-                });
-                report.regressed.push(issue.id.clone());
-            } else {
-                report.kept.push(issue.id.clone());
-            }
-        } else {
-            issue.id = unique_id(&issue.pattern, &issue.fingerprint, &taken);
-            issue.status = Status::Pending;
-            issue.reason = None;
-            issue.history = vec![HistoryEntry {
-                at: now.to_owned(),
-                status: HistoryStatus::Found,
-                note: issue.measured.as_ref().map(|m| m.evidence.clone()),
-            }];
-            report.new.push(issue.id.clone());
-        }
-        taken.insert(issue.id.clone());
-        file.issues.push(issue);
-    }
-    for mut gone in old {
-        if gone.status == Status::Pending {
-            gone.status = Status::Fixed;
-            gone.history.push(HistoryEntry {
-                at: now.to_owned(),
-                status: HistoryStatus::Resolved,
-                note: Some("npu-verify no longer measures it".to_owned()),
-            });
-            report.resolved.push(gone.id.clone());
-        }
-        file.issues.push(gone);
-    }
+    let (merged, mut issues) = merge_owned(
+        std::mem::take(&mut file.issues),
+        |i| {
+            i.measured
+                .as_ref()
+                .is_some_and(|m| checks.contains(&m.check.as_str()))
+        },
+        fresh,
+        match_fingerprint,
+        &Wording {
+            regressed: "marked fixed, but npu-verify measured it again",
+            resolved: "npu-verify no longer measures it",
+            found: |i| i.measured.as_ref().map(|m| m.evidence.clone()),
+        },
+        now,
+        &mut report,
+    );
+    issues.extend(merged);
+    file.issues = issues;
     file.summary = Summary::of(&file.issues);
     (file, report)
+}
+
+/// For each fresh issue, the index of the first previous issue with its whole fingerprint not
+/// matched before, if any.
+fn match_fingerprint(old: &[Issue], fresh: &[Issue]) -> Vec<Option<usize>> {
+    let mut used: BTreeSet<usize> = BTreeSet::new();
+    fresh
+        .iter()
+        .map(|issue| {
+            let at = (0..old.len())
+                .find(|&o| !used.contains(&o) && old[o].fingerprint == issue.fingerprint)?;
+            used.insert(at);
+            Some(at)
+        })
+        .collect()
 }
 
 /// For each fresh issue, the index of the previous issue it is, if any: matched by the whole

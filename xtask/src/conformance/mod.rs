@@ -39,9 +39,8 @@ download, venv, pytest that wrote no results).";
 #[derive(clap::Args, Debug, Default)]
 #[command(after_help = EXAMPLES)]
 pub struct Args {
-    /// Only this project of conformance/manifest.json (repeatable).
-    #[arg(long = "project", value_name = "NAME")]
-    pub project: Vec<String>,
+    #[command(flatten)]
+    pub select: ProjectArgs,
     /// Run on the torch-matrix venv of this torch (repeatable); default: the test venv.
     #[arg(long = "torch", value_name = "X.Y.Z")]
     pub torch: Vec<String>,
@@ -56,6 +55,15 @@ pub struct Args {
     /// pytest; a project with no results is a setup error.
     #[arg(long)]
     pub cached: bool,
+}
+
+/// Which projects of a manifest to run, and how to print the result: the options `cargo xtask
+/// conformance` and `cargo xtask fix-check` share.
+#[derive(clap::Args, Debug, Default)]
+pub struct ProjectArgs {
+    /// Only this project (a `name` of the manifest; repeatable).
+    #[arg(long = "project", value_name = "NAME")]
+    pub project: Vec<String>,
     /// Output format of the report on stdout.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -190,7 +198,7 @@ pub(crate) fn read_manifest(path: &Path) -> Result<Manifest> {
 pub fn main(args: &Args) -> i32 {
     match run(args) {
         Ok(report) => {
-            match args.format {
+            match args.select.format {
                 Format::Text => print!("{}", report::render(&report)),
                 Format::Json => match serde_json::to_string_pretty(&report) {
                     Ok(text) => println!("{text}"),
@@ -214,11 +222,11 @@ pub fn run(args: &Args) -> Result<report::Report> {
     let root = crate::project_root();
     let manifest = read_manifest(&manifest_path())?;
     let classified = classify::read(&root.join("conformance/classified.json"), &root)?;
-    let projects: Vec<&Project> = if args.project.is_empty() {
+    let projects: Vec<&Project> = if args.select.project.is_empty() {
         manifest.projects.iter().collect()
     } else {
         let mut chosen = Vec::new();
-        for name in &args.project {
+        for name in &args.select.project {
             let Some(p) = manifest.projects.iter().find(|p| &p.name == name) else {
                 bail!(
                     "--project {name:?}: not in conformance/manifest.json (projects: {})",

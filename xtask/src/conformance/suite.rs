@@ -445,19 +445,13 @@ mod tests {
     fn unpack_removes_and_creates_files_and_refuses_paths_outside_the_tree() {
         let dir = tempfile::tempdir().unwrap();
         let archive = dir.path().join("demo-1.0.tar.gz");
-        let gz = flate2::write::GzEncoder::new(
-            fs::File::create(&archive).unwrap(),
-            flate2::Compression::fast(),
+        crate::corpus::fetch::write_tar_gz(
+            &archive,
+            &[
+                ("demo-1.0/__init__.py", b"x\n"),
+                ("demo-1.0/tests/test_a.py", b"x\n"),
+            ],
         );
-        let mut tar = tar::Builder::new(gz);
-        for name in ["demo-1.0/__init__.py", "demo-1.0/tests/test_a.py"] {
-            let mut header = tar::Header::new_gnu();
-            header.set_size(2);
-            header.set_mode(0o644);
-            header.set_cksum();
-            tar.append_data(&mut header, name, &b"x\n"[..]).unwrap();
-        }
-        tar.into_inner().unwrap().finish().unwrap();
         let sha = {
             let bytes = fs::read(&archive).unwrap();
             issue_model::ids::hex(&Sha256::digest(&bytes))

@@ -276,6 +276,24 @@ fn untar_stripped(archive: &Path, into: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Write a gzipped tar at `archive` holding `files` (path in the archive, contents), for tests.
+#[cfg(test)]
+pub(crate) fn write_tar_gz(archive: &Path, files: &[(&str, &[u8])]) {
+    let gz = flate2::write::GzEncoder::new(
+        fs::File::create(archive).unwrap(),
+        flate2::Compression::fast(),
+    );
+    let mut tar = tar::Builder::new(gz);
+    for (name, body) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(body.len() as u64);
+        header.set_mode(0o644);
+        header.set_cksum();
+        tar.append_data(&mut header, name, *body).unwrap();
+    }
+    tar.into_inner().unwrap().finish().unwrap();
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -373,19 +391,7 @@ mod tests {
     fn an_sdist_loses_its_top_level_directory() {
         let dir = tempfile::tempdir().unwrap();
         let archive = dir.path().join("demo-1.0.tar.gz");
-        let gz = flate2::write::GzEncoder::new(
-            fs::File::create(&archive).unwrap(),
-            flate2::Compression::fast(),
-        );
-        let mut tar = tar::Builder::new(gz);
-        let body = b"x = 1\n";
-        let mut header = tar::Header::new_gnu();
-        header.set_size(body.len() as u64);
-        header.set_mode(0o644);
-        header.set_cksum();
-        tar.append_data(&mut header, "demo-1.0/pkg/a.py", &body[..])
-            .unwrap();
-        tar.into_inner().unwrap().finish().unwrap();
+        write_tar_gz(&archive, &[("demo-1.0/pkg/a.py", b"x = 1\n")]);
         let into = dir.path().join("out");
         fs::create_dir_all(&into).unwrap();
         untar_stripped(&archive, &into).unwrap();
