@@ -99,7 +99,7 @@ pub struct Cli {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
-    /// Judge P_CPU (ops without an NPU kernel) against this pinned torch-npu release (default: the newest).
+    /// Judge `P_CPU` (ops without an NPU kernel) against this pinned torch-npu release (default: the newest).
     #[arg(long, value_name = "X.Y.Z")]
     pub torch_npu: Option<String>,
     /// Never draw a progress bar (it is drawn only when stderr is a terminal).
