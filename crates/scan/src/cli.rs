@@ -99,6 +99,9 @@ pub struct Cli {
     /// Worker threads (default: one per core).
     #[arg(long, value_name = "N", default_value_t = 0)]
     pub threads: usize,
+    /// Judge `P_CPU` (ops without an NPU kernel) against this pinned torch-npu release (default: the newest).
+    #[arg(long, value_name = "X.Y.Z")]
+    pub torch_npu: Option<String>,
     /// Never draw a progress bar (it is drawn only when stderr is a terminal).
     #[arg(long)]
     pub no_progress: bool,
@@ -121,6 +124,8 @@ pub enum CliError {
     Io(#[from] std::io::Error),
     #[error("--unsafe-fixes needs --fix or --diff: `npu-scan PATH --fix --unsafe-fixes`")]
     UnsafeWithoutFix,
+    #[error("--torch-npu: {0}")]
+    TorchNpu(String),
 }
 
 /// Run the command; returns the exit code (0 clean, 1 issues found, 2 error reported on `err`).
@@ -151,6 +156,9 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         };
         out.write_all(output::text::explain(rule).as_bytes())?;
         return Ok(0);
+    }
+    if let Some(version) = &cli.torch_npu {
+        rules::cpu::select_version(version).map_err(CliError::TorchNpu)?;
     }
     if cli.list_rules {
         out.write_all(output::text::rule_list().as_bytes())?;

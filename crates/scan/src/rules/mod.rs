@@ -40,6 +40,7 @@ pub use crate::checker::Checker;
 pub use crate::contexts::{ConfigChecker, ProjectChecker};
 
 mod cfg;
+pub mod cpu;
 mod dev;
 mod ent;
 mod f64;
@@ -54,6 +55,7 @@ mod vec;
 /// Every rule, sorted by id. One line per rule.
 pub static REGISTRY: &[&RuleInfo] = &[
     &cfg::RULE,
+    &cpu::RULE,
     &dev::RULE,
     &ent::RULE,
     &f64::RULE,
