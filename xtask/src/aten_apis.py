@@ -3,7 +3,8 @@
 Run by ``cargo xtask codegen`` with the test venv's CPU torch; prints JSON on stdout. Everything comes from torch's
 own bindings and dispatcher: an API is a builtin of ``torch`` (``torch._C._VariableFunctions``),
 ``torch.special`` / ``torch.linalg`` (``torch._C._special`` / ``torch._C._linalg``), ``torch.nn.functional`` (the
-same builtin object as one of ``torch._C._nn`` or ``torch``) or a method of ``torch._C.TensorBase``, bound to the aten
+same builtin object as one of ``torch._C._nn`` or ``torch``) or a method of ``torch._C.TensorBase`` (not one that
+``torch.distributions.Distribution`` has too), bound to the aten
 op packet of that name. For each non-``out`` overload the dispatcher says whether it reaches the backend:
 
 * a ``CompositeImplicitAutograd`` or ``CompositeExplicitAutograd`` kernel runs on every backend and calls other ops.
@@ -140,8 +141,11 @@ def candidates():
             if name and getattr(binding, name, None) is obj:
                 yield "torch.nn.functional." + public, name
                 break
+    # A method name that torch's distribution objects answer too (``mode``, ``sample``, ``entropy``) is not a
+    # tensor's without types: ``vae.encode(x)[0].mode()`` is a distribution's. Such names are left out.
+    distribution = set(dir(torch.distributions.Distribution))
     for name in dir(torch._C.TensorBase):
-        if not name.startswith("_"):
+        if not name.startswith("_") and name not in distribution:
             yield "Tensor." + name, name
 
 
