@@ -346,14 +346,7 @@ fn run(args: &Args) -> Result<Vec<TorchReport>> {
     let cache = suite::cache_dir().join("torch-npu-tests");
     seed(&cache, &manifest, args)?;
     let wheels = crate::torch_npu::read_manifest(&crate::torch_npu::manifest_path())?.wheels;
-    let pythons: Vec<PathBuf> = if args.torch.is_empty() {
-        vec![crate::venv::ensure(&crate::venv::default_requirements())?]
-    } else {
-        args.torch
-            .iter()
-            .map(|v| crate::venv::ensure(&crate::venv::requirements_for_torch(v)?))
-            .collect::<Result<_>>()?
-    };
+    let pythons = crate::conformance::test_venvs(&args.torch)?;
     let torch_npu_dir = crate::torch_npu::ensure_all()?;
     let mut reports = Vec::new();
     for python in &pythons {

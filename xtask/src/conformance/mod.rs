@@ -242,14 +242,7 @@ pub fn run(args: &Args) -> Result<report::Report> {
         }
         chosen
     };
-    let pythons: Vec<PathBuf> = if args.torch.is_empty() {
-        vec![crate::venv::ensure(&crate::venv::default_requirements())?]
-    } else {
-        args.torch
-            .iter()
-            .map(|v| crate::venv::ensure(&crate::venv::requirements_for_torch(v)?))
-            .collect::<Result<_>>()?
-    };
+    let pythons = crate::conformance::test_venvs(&args.torch)?;
     let torch_npu_dir = crate::torch_npu::ensure_all()?;
     let cache = suite::cache_dir();
     let mut report = report::Report::new(manifest.goal_percent, args.subset);
@@ -281,6 +274,19 @@ pub fn run(args: &Args) -> Result<report::Report> {
         }
     }
     Ok(report)
+}
+
+/// The interpreters a run uses: the test venv, or one torch-matrix venv per `--torch` version.
+pub(crate) fn test_venvs(torch: &[String]) -> Result<Vec<PathBuf>> {
+    if torch.is_empty() {
+        return Ok(vec![crate::venv::ensure(
+            &crate::venv::default_requirements(),
+        )?]);
+    }
+    torch
+        .iter()
+        .map(|v| crate::venv::ensure(&crate::venv::requirements_for_torch(v)?))
+        .collect()
 }
 
 /// The torch version of a venv's interpreter (`2.14.0`, without a local `+cpu` part).
