@@ -9,6 +9,7 @@ mod step;
 pub mod tensors;
 mod values;
 
+pub(crate) use callgraph::FileRead;
 pub use callgraph::StepGraph;
 pub use dataflow::{Flow, classify};
 pub use step::{

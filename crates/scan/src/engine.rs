@@ -107,7 +107,7 @@ pub(crate) fn run(
     } else {
         files::collect(root, &excludes, threads)
     };
-    let modules = ModuleClasses::collect(&entries, settings.max_file_size);
+    let modules = ModuleClasses::collect(&entries, settings.max_file_size, threads);
     run_entries(&entries, &modules, warnings, settings, rules, started)
 }
 
@@ -133,7 +133,7 @@ pub(crate) fn run_alone(
         source,
     })?;
     let (tree, _) = files::collect(root, &excludes, settings.threads());
-    let modules = ModuleClasses::collect(&tree, settings.max_file_size);
+    let modules = ModuleClasses::collect(&tree, settings.max_file_size, settings.threads());
     let entries = [entry];
     run_entries(&entries, &modules, Vec::new(), settings, rules, started)
 }
@@ -294,6 +294,11 @@ fn check_guarded(
     modules: &ModuleClasses,
 ) -> Outcome {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| match entry.kind {
+        // Debug builds only: a rule panic on the file named, for the tests of this guard.
+        #[cfg(debug_assertions)]
+        _ if std::env::var("NPU_SCAN_DEBUG_PANIC_IN").is_ok_and(|f| f == entry.rel) => {
+            panic!("NPU_SCAN_DEBUG_PANIC_IN={}", entry.rel)
+        }
         FileKind::Python => check_python(entry, settings, rules, modules),
         FileKind::Config => check_config(entry, rules),
         FileKind::CudaSource => Outcome::default(),
@@ -345,19 +350,25 @@ fn check_python(
     rules: &[&'static RuleInfo],
     modules: &ModuleClasses,
 ) -> Outcome {
-    let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
-    if size > settings.max_file_size {
-        return skipped(
-            entry,
-            format!(
-                "file too large ({size} bytes; the limit is {} bytes)",
-                settings.max_file_size
-            ),
-        );
-    }
-    let bytes = match std::fs::read(&entry.path) {
-        Ok(b) => b,
-        Err(e) => return skipped(entry, format!("cannot read the file: {e}")),
+    let read;
+    let bytes: &[u8] = if let Some(cached) = modules.source(&entry.path) {
+        cached
+    } else {
+        let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+        if size > settings.max_file_size {
+            return skipped(
+                entry,
+                format!(
+                    "file too large ({size} bytes; the limit is {} bytes)",
+                    settings.max_file_size
+                ),
+            );
+        }
+        read = match std::fs::read(&entry.path) {
+            Ok(b) => b,
+            Err(e) => return skipped(entry, format!("cannot read the file: {e}")),
+        };
+        &read
     };
     if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
         return skipped(
@@ -365,8 +376,7 @@ fn check_python(
             "binary file (NUL bytes), not Python source".to_owned(),
         );
     }
-    let decoded = source::decode(&bytes);
-    drop(bytes);
+    let decoded = source::decode(bytes);
     let text = decoded.text;
     let index = LineIndex::new(&text);
     let file = SourceFile {

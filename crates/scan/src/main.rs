@@ -10,7 +10,8 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 fn main() {
     let cli = scan::cli::Cli::parse();
     let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let code = scan::cli::run(&cli, &mut stdout.lock(), &mut stderr.lock());
+    // stderr is locked per write, not for the run: worker threads write to it too (a panic
+    // message of a rule, the progress bar), and would wait forever on a lock held here.
+    let code = scan::cli::run(&cli, &mut stdout.lock(), &mut std::io::stderr());
     std::process::exit(code);
 }

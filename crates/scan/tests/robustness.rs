@@ -2,6 +2,7 @@
 //! huge lines, bad encodings) never make the scanner panic, every file is accounted for, and
 //! the issues.json written is valid.
 
+use std::fmt::Write as _;
 use std::path::Path;
 
 const CASES: usize = 2_000;
@@ -171,4 +172,126 @@ fn mutated_sources_never_break_the_scan() {
     // Rescanning merges cleanly: same ids, nothing resolved.
     let report = scan::write_issues_json(&out, "project", &result).unwrap();
     assert!(report.new.is_empty() && report.resolved.is_empty());
+}
+
+/// Wait for `child` at most `limit`; past it, kill it and fail with `what`.
+fn wait_within(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+    what: &str,
+) -> std::process::ExitStatus {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("{what} (still running after {limit:?})");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// A rule that panics on one file, on a worker thread while the main thread waits: the scan
+/// ends (the panic message reaches stderr), the file is reported as not checked, the others
+/// are scanned.
+#[test]
+fn a_rule_panic_on_a_worker_neither_hangs_nor_stops_the_scan() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in [
+        ("boom.py", "import torch\nx = torch.zeros(3).cuda()\n"),
+        ("ok.py", "import torch\ny = torch.ones(3).cuda()\n"),
+    ] {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_npu-scan"))
+        .arg(dir.path())
+        .args(["--threads", "2", "--no-progress", "--output"])
+        .arg(out.path())
+        .env("NPU_SCAN_DEBUG_PANIC_IN", "boom.py")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let status = wait_within(
+        &mut child,
+        std::time::Duration::from_mins(1),
+        "npu-scan hung after a rule panicked on a worker thread",
+    );
+    let output = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(status.code(), Some(1), "stderr: {stderr}");
+    assert!(
+        stderr.contains("boom.py: internal error while checking this file"),
+        "{stderr}"
+    );
+    let issues: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("issues.json")).unwrap()).unwrap();
+    let files: Vec<&str> = issues["issues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["file"].as_str().unwrap())
+        .collect();
+    assert_eq!(files, ["ok.py"], "the other file is scanned: {issues}");
+    let unparsed = &issues["unparsed"][0];
+    assert_eq!(unparsed["file"], "boom.py", "{issues}");
+    assert!(
+        unparsed["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("internal error while checking this file"),
+        "{issues}"
+    );
+}
+
+/// On a terminal the progress bar is drawn from the worker threads: the scan of a tree large
+/// enough to draw it ends (it once waited forever on the stderr lock held by the main thread).
+/// Runs under a pseudo-terminal made by `script` (util-linux).
+#[test]
+fn the_progress_bar_on_a_terminal_does_not_hang_the_scan() {
+    assert!(
+        std::process::Command::new("script")
+            .arg("--version")
+            .output()
+            .is_ok(),
+        "this test needs `script` (util-linux) for a pseudo-terminal"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut text = String::from("import torch\n");
+    for i in 0..40 {
+        writeln!(
+            text,
+            "def f{i}(x):
+    return torch.zeros(3).cuda() + x"
+        )
+        .unwrap();
+    }
+    for i in 0..600 {
+        std::fs::write(dir.path().join(format!("m{i}.py")), &text).unwrap();
+    }
+    let out = tempfile::tempdir().unwrap();
+    let command = format!(
+        "'{}' '{}' --threads 2 --output '{}'",
+        env!("CARGO_BIN_EXE_npu-scan"),
+        dir.path().display(),
+        out.path().display()
+    );
+    let mut child = std::process::Command::new("script")
+        .args(["-qec", &command, "/dev/null"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = wait_within(
+        &mut child,
+        std::time::Duration::from_mins(2),
+        "npu-scan on a terminal did not end",
+    );
+    // `script -e` exits with the scan's code: 1, issues found.
+    assert_eq!(status.code(), Some(1));
+    assert!(out.path().join("issues.json").is_file());
 }

@@ -18,6 +18,9 @@ mod text;
 use std::collections::{HashMap, HashSet};
 use text::{Blank, brackets, calls_of};
 
+/// The maps of the linking pass, which hash every call's name.
+type FastMap<K, V> = foldhash::HashMap<K, V>;
+
 /// The step functions of a project, by module and qualified name (`Class.method`).
 #[derive(Debug, Default)]
 pub struct StepGraph {
@@ -99,13 +102,29 @@ impl StepGraph {
     pub fn build<P: AsRef<str>, T: AsRef<str>>(
         files: impl IntoIterator<Item = (P, T)>,
     ) -> StepGraph {
+        StepGraph::from_reads(
+            files
+                .into_iter()
+                .map(|(path, text)| StepGraph::read(path.as_ref(), text.as_ref()))
+                .collect(),
+        )
+    }
+
+    /// What the graph needs of one file (relative path, source text): files are read
+    /// independently of each other, so they may be read on several threads.
+    pub(crate) fn read(path: &str, text: &str) -> FileRead {
+        let module = crate::semantic::module_name(path).0;
+        let defs = read_file(&module, text);
+        FileRead { module, defs }
+    }
+
+    /// The graph of the files read by [`StepGraph::read`], in the order given.
+    pub(crate) fn from_reads(files: Vec<FileRead>) -> StepGraph {
         let mut defs = Vec::new();
         let mut imports = Vec::new();
         let mut classes: HashMap<String, Vec<String>> = HashMap::new();
         let mut cuda_modules = HashSet::new();
-        for (path, text) in files {
-            let module = crate::semantic::module_name(path.as_ref()).0;
-            let file = read_file(&module, text.as_ref());
+        for FileRead { module, defs: file } in files {
             for (name, bases) in file.classes {
                 classes.entry(name).or_default().extend(bases);
             }
@@ -162,6 +181,13 @@ impl StepGraph {
     }
 }
 
+/// One file as the graph reads it: its module and its definitions.
+#[derive(Debug)]
+pub(crate) struct FileRead {
+    module: String,
+    defs: FileDefs,
+}
+
 /// One function definition read from the text.
 #[derive(Debug)]
 #[allow(
@@ -204,7 +230,7 @@ enum Call {
     Module(String, String),
 }
 
-#[derive(Default)]
+#[derive(Debug, Default)]
 struct FileDefs {
     defs: Vec<Def>,
     /// Local name → (module as written, imported name).
@@ -243,6 +269,10 @@ fn is_root(def: &Def) -> bool {
 /// A line that builds a trainer (`LLaVATrainer(`) or hands one the training
 /// (`trainer.train(`, `self.trainer.fit(`).
 fn drives_trainer(code: &str) -> bool {
+    // Every spelling below contains "rainer": most lines are settled without lowering them.
+    if !code.contains("rainer") {
+        return false;
+    }
     let lower = code.to_ascii_lowercase();
     lower.contains("trainer.train(") || lower.contains("trainer.fit(") || code.contains("Trainer(")
 }
@@ -262,10 +292,10 @@ fn link(
     classes: &HashMap<String, Vec<String>>,
 ) -> StepGraph {
     // Module-level functions by name, methods by (class, name) and by name.
-    let mut functions: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut methods: HashMap<(&str, &str), Vec<usize>> = HashMap::new();
-    let mut by_method_name: HashMap<&str, Vec<usize>> = HashMap::new();
-    let mut by_qual: HashMap<(&str, &str), usize> = HashMap::new();
+    let mut functions: FastMap<&str, Vec<usize>> = FastMap::default();
+    let mut methods: FastMap<(&str, &str), Vec<usize>> = FastMap::default();
+    let mut by_method_name: FastMap<&str, Vec<usize>> = FastMap::default();
+    let mut by_qual: FastMap<(&str, &str), usize> = FastMap::default();
     for (i, d) in defs.iter().enumerate() {
         by_qual.insert((d.module.as_str(), d.qual.as_str()), i);
         match &d.class {
@@ -281,7 +311,7 @@ fn link(
         }
     }
     // A class's family: its project bases and subclasses, transitively.
-    let mut subclasses: HashMap<&str, Vec<&str>> = HashMap::new();
+    let mut subclasses: FastMap<&str, Vec<&str>> = FastMap::default();
     for (name, bases) in classes {
         for b in bases {
             subclasses
@@ -290,30 +320,33 @@ fn link(
                 .push(name.as_str());
         }
     }
-    let mut families: HashMap<String, Vec<String>> = HashMap::new();
-    let mut family = |class: &str| -> Vec<String> {
+    let mut families: FastMap<&str, std::rc::Rc<[&str]>> = FastMap::default();
+    let mut family = |class: &str| -> std::rc::Rc<[&str]> {
         if let Some(f) = families.get(class) {
             return f.clone();
         }
-        let mut out = vec![class.to_owned()];
+        let Some((own, _)) = classes.get_key_value(class) else {
+            return std::rc::Rc::from([]);
+        };
+        let mut out: Vec<&str> = vec![own.as_str()];
         let mut i = 0;
         while i < out.len() && out.len() < 64 {
-            let c = out[i].clone();
+            let c = out[i];
             let next = classes
-                .get(&c)
+                .get(c)
                 .into_iter()
                 .flatten()
-                .map(String::as_str)
-                .filter(|b| classes.contains_key(*b))
-                .chain(subclasses.get(c.as_str()).into_iter().flatten().copied());
+                .filter_map(|b| classes.get_key_value(b.as_str()).map(|(k, _)| k.as_str()))
+                .chain(subclasses.get(c).into_iter().flatten().copied());
             for n in next {
-                if !out.iter().any(|o| o == n) {
-                    out.push(n.to_owned());
+                if !out.contains(&n) {
+                    out.push(n);
                 }
             }
             i += 1;
         }
-        families.insert(class.to_owned(), out.clone());
+        let out: std::rc::Rc<[&str]> = out.into();
+        families.insert(own.as_str(), out.clone());
         out
     };
     let mut callees = |d: &Def, call: &Call| -> Vec<usize> {
@@ -354,7 +387,7 @@ fn link(
                     .iter()
                     .flat_map(|c| {
                         methods
-                            .get(&(c.as_str(), name.as_str()))
+                            .get(&(*c, name.as_str()))
                             .into_iter()
                             .flatten()
                             .copied()
@@ -595,7 +628,10 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                 }
             }
         }
-        if indent_free_import(body).is_some_and(is_cuda_import) || body.contains("load_inline(") {
+        if !out.cuda
+            && (indent_free_import(body).is_some_and(is_cuda_import)
+                || body.contains("load_inline("))
+        {
             out.cuda = true;
         }
         depth += brackets(body);
@@ -604,10 +640,11 @@ fn read_file(module: &str, text: &str) -> FileDefs {
         };
         let def = &mut out.defs[at];
         calls_of(body, &mut def.calls);
-        def.loader |= is_loader_loop(body);
-        def.launches |= body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
-        def.update |= body.contains(".backward(") || body.contains(".step(");
-        def.drives |= drives_trainer(body);
+        def.loader = def.loader || is_loader_loop(body);
+        def.launches =
+            def.launches || body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
+        def.update = def.update || body.contains(".backward(") || body.contains(".step(");
+        def.drives = def.drives || drives_trainer(body);
     }
     out
 }

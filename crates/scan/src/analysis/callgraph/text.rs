@@ -36,9 +36,15 @@ pub(super) fn calls_of(code: &str, out: &mut Vec<Call>) {
             continue;
         }
         let before = &code[..start];
-        let call = if let Some(recv) = before.strip_suffix('.') {
+        // A name called again in the same function adds no edge (checked before a `Call`
+        // is built: most calls repeat).
+        if let Some(recv) = before.strip_suffix('.') {
             if recv.ends_with("self") && !recv.ends_with("_self") && !is_ident_before(recv, 4) {
-                Call::SelfMethod(name.to_owned())
+                push_new(
+                    out,
+                    |call| matches!(call, Call::SelfMethod(called) if called == name),
+                    || Call::SelfMethod(name.to_owned()),
+                );
             } else {
                 let alias_start = recv
                     .bytes()
@@ -47,20 +53,32 @@ pub(super) fn calls_of(code: &str, out: &mut Vec<Call>) {
                 let alias = &recv[alias_start..];
                 let bare = alias_start == 0 || recv.as_bytes()[alias_start - 1] != b'.';
                 if bare && !alias.is_empty() && !alias.as_bytes()[0].is_ascii_digit() {
-                    let module = Call::Module(alias.to_owned(), name.to_owned());
-                    if !out.iter().rev().take(32).any(|c| *c == module) {
-                        out.push(module);
-                    }
+                    push_new(
+                        out,
+                        |call| matches!(call, Call::Module(module, called) if module == alias && called == name),
+                        || Call::Module(alias.to_owned(), name.to_owned()),
+                    );
                 }
-                Call::Attr(name.to_owned())
+                push_new(
+                    out,
+                    |call| matches!(call, Call::Attr(called) if called == name),
+                    || Call::Attr(name.to_owned()),
+                );
             }
         } else {
-            Call::Bare(name.to_owned())
-        };
-        // A name called again in the same function adds no edge.
-        if !out.iter().rev().take(32).any(|c| *c == call) {
-            out.push(call);
+            push_new(
+                out,
+                |call| matches!(call, Call::Bare(called) if called == name),
+                || Call::Bare(name.to_owned()),
+            );
         }
+    }
+}
+
+/// Push the call `make` builds unless one of the last 32 calls is `same`.
+fn push_new(out: &mut Vec<Call>, same: impl Fn(&Call) -> bool, make: impl FnOnce() -> Call) {
+    if !out.iter().rev().take(32).any(same) {
+        out.push(make());
     }
 }
 
@@ -91,14 +109,14 @@ impl Blank {
         let mut i = 0;
         while i < bytes.len() {
             if let Some(q) = self.triple {
-                if bytes[i] == q && bytes.get(i + 1) == Some(&q) && bytes.get(i + 2) == Some(&q) {
+                // Blank up to and through the closing quotes, or the rest of the line.
+                let close = memchr::memmem::find(&bytes[i..], &[q; 3]);
+                let end = close.map_or(bytes.len(), |at| i + at + 3);
+                out.extend(std::iter::repeat_n(' ', end - i));
+                if close.is_some() {
                     self.triple = None;
-                    out.push_str("   ");
-                    i += 3;
-                } else {
-                    out.push(' ');
-                    i += 1;
                 }
+                i = end;
                 continue;
             }
             let b = bytes[i];
@@ -124,12 +142,17 @@ impl Blank {
                     i += 1;
                     out.push(' ');
                 }
+                _ if b.is_ascii() => {
+                    // A run of plain ASCII code is copied whole.
+                    let end = bytes[i..]
+                        .iter()
+                        .position(|&c| matches!(c, b'#' | b'"' | b'\'') || !c.is_ascii())
+                        .map_or(bytes.len(), |p| i + p);
+                    out.push_str(&raw[i..end]);
+                    i = end;
+                }
                 _ => {
-                    if b.is_ascii() {
-                        out.push(char::from(b));
-                    } else {
-                        out.push(' ');
-                    }
+                    out.push(' ');
                     i += 1;
                 }
             }
