@@ -16,9 +16,6 @@ pub struct ModuleClasses {
     names: HashSet<String>,
     /// The project's per-step call graph, read from the same texts.
     pub steps: crate::analysis::StepGraph,
-    /// The bytes of each Python file as read here, by path, so that the check of a file
-    /// reads the same bytes without reading the file again.
-    sources: HashMap<std::path::PathBuf, Vec<u8>>,
 }
 
 /// One `class` header: its name, the last segment of each base, and whether its body
@@ -30,13 +27,9 @@ struct Header {
     forward: bool,
 }
 
-/// What [`ModuleClasses::collect`] reads of one file: its class headers, what the step graph
-/// needs, its bytes.
-type Read = (Vec<Header>, crate::analysis::FileRead, Option<Vec<u8>>);
-
-/// The most bytes of source [`ModuleClasses::collect`] keeps for the check (a huge tree's
-/// other files are read again by their check).
-const KEPT_SOURCE_BYTES: usize = 256 << 20;
+/// What [`ModuleClasses::collect`] reads of one file: its class headers and what the step
+/// graph needs.
+type Read = (Vec<Header>, crate::analysis::FileRead);
 
 impl ModuleClasses {
     /// Read the class headers and the step graph of every Python file in `entries` on
@@ -47,19 +40,16 @@ impl ModuleClasses {
             .iter()
             .filter(|e| e.kind == FileKind::Python)
             .collect();
-        let kept = std::sync::atomic::AtomicUsize::new(0);
         let read = |entry: &FileEntry| -> Option<Read> {
             if std::fs::metadata(&entry.path).map_or(true, |m| m.len() > max_file_size) {
                 return None;
             }
             let bytes = std::fs::read(&entry.path).ok()?;
             let text = String::from_utf8_lossy(&bytes);
-            let headers = class_headers(&text);
-            let file = crate::analysis::StepGraph::read(&entry.rel, &text);
-            drop(text);
-            let kept = kept.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
-            let bytes = (kept + bytes.len() <= KEPT_SOURCE_BYTES).then_some(bytes);
-            Some((headers, file, bytes))
+            Some((
+                class_headers(&text),
+                crate::analysis::StepGraph::read(&entry.rel, &text),
+            ))
         };
         // Files are taken one at a time by whichever thread is free and put back in order:
         // the result does not depend on `threads`.
@@ -88,29 +78,15 @@ impl ModuleClasses {
                 }
             }
         });
-        let reads = python
-            .iter()
-            .zip(slots)
-            .filter_map(|(entry, read)| Some((*entry, read?)));
         let mut headers = Vec::new();
         let mut files = Vec::with_capacity(python.len());
-        let mut sources = HashMap::with_capacity(python.len());
-        for (entry, (h, file, bytes)) in reads {
+        for (h, file) in slots.into_iter().flatten() {
             headers.extend(h);
             files.push(file);
-            if let Some(bytes) = bytes {
-                sources.insert(entry.path.clone(), bytes);
-            }
         }
         let mut classes = ModuleClasses::from_headers(&headers);
         classes.steps = crate::analysis::StepGraph::from_reads(files);
-        classes.sources = sources;
         classes
-    }
-
-    /// The bytes of the Python file at `path` as [`ModuleClasses::collect`] read them.
-    pub(crate) fn source(&self, path: &std::path::Path) -> Option<&[u8]> {
-        self.sources.get(path).map(Vec::as_slice)
     }
 
     /// The module classes of some source texts (tests, one-file scans).
@@ -148,7 +124,6 @@ impl ModuleClasses {
         ModuleClasses {
             names,
             steps: crate::analysis::StepGraph::default(),
-            sources: HashMap::new(),
         }
     }
 

@@ -2,7 +2,7 @@
 //! project-level hooks, apply suppressions and turn findings into issues.
 
 use crate::classes::ModuleClasses;
-use crate::contexts::{ConfigChecker, ProjectChecker};
+use crate::contexts::ConfigChecker;
 use crate::facts::FileFacts;
 use crate::files::{self, FileEntry, FileKind};
 use crate::finding::{Finding, SourceFile};
@@ -199,7 +199,7 @@ fn run_entries(
     }
     stats.cuda_sources = cuda_sources.len();
     let project = Project::new(facts, cuda_sources, config_files);
-    findings.extend(visit::check_project(ProjectChecker::new(&project), rules));
+    findings.extend(visit::check_project(&project, rules));
 
     let before = findings.len();
     findings.retain(|f| {
@@ -350,25 +350,19 @@ fn check_python(
     rules: &[&'static RuleInfo],
     modules: &ModuleClasses,
 ) -> Outcome {
-    let read;
-    let bytes: &[u8] = if let Some(cached) = modules.source(&entry.path) {
-        cached
-    } else {
-        let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
-        if size > settings.max_file_size {
-            return skipped(
-                entry,
-                format!(
-                    "file too large ({size} bytes; the limit is {} bytes)",
-                    settings.max_file_size
-                ),
-            );
-        }
-        read = match std::fs::read(&entry.path) {
-            Ok(b) => b,
-            Err(e) => return skipped(entry, format!("cannot read the file: {e}")),
-        };
-        &read
+    let size = std::fs::metadata(&entry.path).map_or(0, |m| m.len());
+    if size > settings.max_file_size {
+        return skipped(
+            entry,
+            format!(
+                "file too large ({size} bytes; the limit is {} bytes)",
+                settings.max_file_size
+            ),
+        );
+    }
+    let bytes = match std::fs::read(&entry.path) {
+        Ok(b) => b,
+        Err(e) => return skipped(entry, format!("cannot read the file: {e}")),
     };
     if memchr::memchr(0, &bytes[..bytes.len().min(8192)]).is_some() {
         return skipped(
@@ -376,7 +370,8 @@ fn check_python(
             "binary file (NUL bytes), not Python source".to_owned(),
         );
     }
-    let decoded = source::decode(bytes);
+    let decoded = source::decode(&bytes);
+    drop(bytes);
     let text = decoded.text;
     let index = LineIndex::new(&text);
     let file = SourceFile {

@@ -45,15 +45,28 @@ pub(crate) fn check_config(mut cx: ConfigChecker<'_>, rules: &[&'static RuleInfo
 }
 
 /// Call the project hook of `rules` once, over the facts of every file.
-pub(crate) fn check_project(
-    mut cx: ProjectChecker<'_>,
-    rules: &[&'static RuleInfo],
-) -> Vec<Finding> {
-    for rule in rules {
-        cx.set_rule(rule.id);
-        rule.check.project(&mut cx);
-    }
-    cx.finish()
+pub(crate) fn check_project(project: &crate::Project, rules: &[&'static RuleInfo]) -> Vec<Finding> {
+    // Each rule on its own thread (they only read the project), findings in rule order.
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = rules
+            .iter()
+            .map(|rule| {
+                scope.spawn(move || {
+                    let mut cx = ProjectChecker::new(project);
+                    cx.set_rule(rule.id);
+                    rule.check.project(&mut cx);
+                    cx.finish()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| {
+                h.join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            })
+            .collect()
+    })
 }
 
 struct Walk<'a> {
