@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks, _devices, _kernels, _serialization
+from npu_emulator import _checks, _devices, _kernels, _rnn, _serialization
 from npu_emulator._errors import EmulatedNPUError, emulated_message, limitation, record_fault
 from npu_emulator._rules import ENABLED
 
@@ -232,7 +232,7 @@ class NPUTensor(torch.Tensor):
         info = _OP_INFO.get(func)
         if info is None:
             info = _OP_INFO[func] = _op_info(func)
-        cross_device_ok, index_op, rule, random_op = info
+        cross_device_ok, index_op, rule, random_op, kernel, host_results = info
         originals: dict[int, Any] = {}
         cpu_dense: list[torch.Tensor] = []
         npu_dtypes: list[torch.dtype] = []
@@ -274,11 +274,17 @@ class NPUTensor(torch.Tensor):
                 record_fault(str(func), _describe(error), "skipped the emulated restriction check and ran the op")
 
         try:
-            out = _run(func, random_op, new_args, new_kwargs)
+            out = kernel(*new_args, **new_kwargs) if kernel else _run(func, random_op, new_args, new_kwargs)
         except Exception as error:  # noqa: BLE001 - classified below
             out = _fallback(func, error, random_op, new_args, new_kwargs)
         try:
-            result = _wrap(out, originals, to_device, index)
+            if host_results:
+                result = tuple(
+                    item if at in host_results else _wrap(item, originals, to_device, index)
+                    for at, item in enumerate(out)
+                )
+            else:
+                result = _wrap(out, originals, to_device, index)
         except Exception as error:  # noqa: BLE001 - an emulator fault, reported as such
             raise limitation(str(func), error) from error
         if func is _CONVOLUTION and torch._C._get_tracing_state() is not None:
@@ -451,13 +457,15 @@ def _tensors(values: list[Any]) -> list[torch.Tensor]:
 _OP_INFO: dict[Any, tuple[bool, bool, Any, bool]] = {}
 
 
-def _op_info(func: Any) -> tuple[bool, bool, Any, bool]:
+def _op_info(func: Any) -> tuple[bool, bool, Any, bool, Any, tuple[int, ...]]:
     packet = func.overloadpacket
     return (
-        packet in _CROSS_DEVICE_OK,
+        packet in _CROSS_DEVICE_OK or packet in _rnn.HOST_RESULTS,
         packet in _INDEX_OPS,
         _checks.OP_RULES.get(packet),
         packet in _checks.RANDOM_OPS,
+        _rnn.KERNELS.get(func),
+        _rnn.HOST_RESULTS.get(packet, ()),
     )
 
 
