@@ -178,6 +178,15 @@ class NPUTensor(torch.Tensor):
         """The backing storage (host memory): its ``data_ptr()`` identifies shared tensors, as on a device."""
         return self.elem.untyped_storage()
 
+    def record_stream(self, stream: Any) -> None:
+        """``Tensor.record_stream`` with a stream of the emulated device (torch_npu has an NPU kernel for it; the
+        emulated device runs every op synchronously, so there is nothing to record). Other streams: torch's."""
+        from npu_emulator._backend import Stream
+
+        if isinstance(stream, Stream):
+            return None
+        return super().record_stream(stream)
+
     def __deepcopy__(self, memo: dict[Any, Any]) -> NPUTensor:
         if id(self) in memo:
             return memo[id(self)]

@@ -628,6 +628,24 @@ def test_stream_api_selects_streams_as_torch_npu_does(npu: torch.device) -> None
     assert y.tolist() == [3.0, 3.0, 3.0]
 
 
+def test_a_prefetcher_records_its_tensor_on_the_compute_stream(npu: torch.device) -> None:
+    """The data-prefetcher idiom: a non-blocking copy on a side stream, then ``wait_stream`` and ``record_stream``
+    on the compute stream (torch_npu has an NPU kernel for ``record_stream``)."""
+    side = torch.npu.Stream()
+    host = torch.arange(6.0).pin_memory()
+    with torch.npu.stream(side):
+        batch = host.to(npu, non_blocking=True)
+    compute = torch.npu.current_stream()
+    compute.wait_stream(side)
+    assert batch.record_stream(compute) is None
+    assert batch.record_stream(side) is None
+    assert (batch * 2).tolist() == [0.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    with pytest.raises(Exception) as on_cpu:  # noqa: PT011 - compared with the npu's below
+        host.record_stream("not a stream")
+    with pytest.raises(type(on_cpu.value), match=re.escape(str(on_cpu.value))):
+        batch.record_stream("not a stream")
+
+
 def test_pinned_memory_is_reported_pinned(npu: torch.device) -> None:
     # torch_npu's pin_memory() gives page-locked host memory, and is_pinned() says so; other host tensors are not.
     host = torch.arange(4.0)
