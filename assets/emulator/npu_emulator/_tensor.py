@@ -463,7 +463,7 @@ def _tensors(values: list[Any]) -> list[torch.Tensor]:
 
 
 # Per-op facts, computed once per OpOverload: (may mix devices, is an index op, restriction rule, draws random).
-_OP_INFO: dict[Any, tuple[bool, bool, Any, bool]] = {}
+_OP_INFO: dict[Any, tuple[bool, bool, Any, bool, Any, tuple[int, ...]]] = {}
 
 
 def _op_info(func: Any) -> tuple[bool, bool, Any, bool, Any, tuple[int, ...]]:

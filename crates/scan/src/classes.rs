@@ -34,8 +34,12 @@ type Read = (Vec<Header>, crate::analysis::FileRead);
 impl ModuleClasses {
     /// Read the class headers and the step graph of every Python file in `entries` on
     /// `threads` threads (files that cannot be read are left out; the check of that file
-    /// reports them).
-    pub fn collect(entries: &[FileEntry], max_file_size: u64, threads: usize) -> ModuleClasses {
+    /// reports them). Fails only when a thread cannot be started.
+    pub fn collect(
+        entries: &[FileEntry],
+        max_file_size: u64,
+        threads: usize,
+    ) -> std::io::Result<ModuleClasses> {
         let python: Vec<&FileEntry> = entries
             .iter()
             .filter(|e| e.kind == FileKind::Python)
@@ -51,42 +55,20 @@ impl ModuleClasses {
                 crate::analysis::StepGraph::read(&entry.rel, &text),
             ))
         };
-        // Files are taken one at a time by whichever thread is free and put back in order:
-        // the result does not depend on `threads`.
-        let next = std::sync::atomic::AtomicUsize::new(0);
-        let mut slots: Vec<Option<Read>> = (0..python.len()).map(|_| None).collect();
-        std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads.clamp(1, python.len().max(1)))
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut out = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                            let Some(entry) = python.get(i) else { break };
-                            out.push((i, read(entry)));
-                        }
-                        out
-                    })
-                })
-                .collect();
-            for handle in handles {
-                let done = handle
-                    .join()
-                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                for (i, read) in done {
-                    slots[i] = read;
-                }
-            }
-        });
+        let reads =
+            crate::parallel::map_ordered(&python, threads, std::thread::Builder::new, |e| read(e))?;
+        if let Some(panic) = reads.panic {
+            std::panic::resume_unwind(panic);
+        }
         let mut headers = Vec::new();
         let mut files = Vec::with_capacity(python.len());
-        for (h, file) in slots.into_iter().flatten() {
+        for (h, file) in reads.results.into_iter().flatten().flatten() {
             headers.extend(h);
             files.push(file);
         }
         let mut classes = ModuleClasses::from_headers(&headers);
         classes.steps = crate::analysis::StepGraph::from_reads(files);
-        classes
+        Ok(classes)
     }
 
     /// The module classes of some source texts (tests, one-file scans).

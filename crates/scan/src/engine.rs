@@ -107,7 +107,8 @@ pub(crate) fn run(
     } else {
         files::collect(root, &excludes, threads)
     };
-    let modules = ModuleClasses::collect(&entries, settings.max_file_size, threads);
+    let modules =
+        ModuleClasses::collect(&entries, settings.max_file_size, threads).map_err(Error::Thread)?;
     run_entries(&entries, &modules, warnings, settings, rules, started)
 }
 
@@ -133,7 +134,8 @@ pub(crate) fn run_alone(
         source,
     })?;
     let (tree, _) = files::collect(root, &excludes, settings.threads());
-    let modules = ModuleClasses::collect(&tree, settings.max_file_size, settings.threads());
+    let modules = ModuleClasses::collect(&tree, settings.max_file_size, settings.threads())
+        .map_err(Error::Thread)?;
     let entries = [entry];
     run_entries(&entries, &modules, Vec::new(), settings, rules, started)
 }
@@ -231,44 +233,25 @@ fn check_all(
     modules: &ModuleClasses,
     threads: usize,
 ) -> Result<Vec<Outcome>> {
-    let next = AtomicUsize::new(0);
     let done = AtomicUsize::new(0);
     let total = entries.len();
-    let workers = threads.clamp(1, total.max(1));
-    let mut slots: Vec<Option<Outcome>> = (0..total).map(|_| None).collect();
-    std::thread::scope(|scope| -> Result<()> {
-        let mut handles = Vec::new();
-        for _ in 0..workers {
-            let handle = std::thread::Builder::new()
-                .name("npu-scan-worker".to_owned())
-                .stack_size(WALK_STACK_SIZE)
-                .spawn_scoped(scope, || {
-                    let mut out = Vec::new();
-                    loop {
-                        let i = next.fetch_add(1, Ordering::Relaxed);
-                        let Some(entry) = entries.get(i) else { break };
-                        out.push((i, check_guarded(entry, settings, rules, modules)));
-                        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
-                        if let Some(progress) = &settings.progress {
-                            progress(n, total);
-                        }
-                    }
-                    out
-                })
-                .map_err(Error::Thread)?;
-            handles.push(handle);
+    let builder = || {
+        std::thread::Builder::new()
+            .name("npu-scan-worker".to_owned())
+            .stack_size(WALK_STACK_SIZE)
+    };
+    // Per-file panics are caught in `check_guarded`; a worker can only panic in the progress
+    // callback, and then its files are reported as not checked.
+    let slots = crate::parallel::map_ordered(entries, threads, builder, |entry| {
+        let outcome = check_guarded(entry, settings, rules, modules);
+        let n = done.fetch_add(1, Ordering::Relaxed) + 1;
+        if let Some(progress) = &settings.progress {
+            progress(n, total);
         }
-        for handle in handles {
-            // Per-file panics are caught in `check_guarded`; a worker can only fail to join
-            // if the progress callback panicked.
-            if let Ok(results) = handle.join() {
-                for (i, outcome) in results {
-                    slots[i] = Some(outcome);
-                }
-            }
-        }
-        Ok(())
-    })?;
+        outcome
+    })
+    .map_err(Error::Thread)?
+    .results;
     Ok(entries
         .iter()
         .zip(slots)

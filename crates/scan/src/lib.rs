@@ -39,6 +39,7 @@ pub mod files;
 pub mod finding;
 pub mod fix;
 pub mod output;
+mod parallel;
 pub mod project;
 pub mod remap;
 pub mod rules;
