@@ -16,6 +16,7 @@ mod dist;
 mod fix_check;
 mod matrix;
 mod shipped;
+mod stress_exit;
 mod support_table;
 mod test;
 mod tidy;
@@ -69,6 +70,9 @@ enum Command {
     /// `torch_npu`'s own tests of `transfer_to_npu` on the emulated npu, with the stand-in and with
     /// the real module of the paired wheel (conformance/README.md).
     TorchNpuTests(torch_npu_tests::Args),
+    /// Fresh interpreters that install the emulated npu, train one step and exit, per torch
+    /// version: counts the ones that abort at exit, hang or lose output (default 200 per version).
+    StressExit(stress_exit::Args),
     /// Generate the scanner's `transfer_to_npu` table from `torch-npu/transfer_to_npu.json`
     /// (`--check`: fail if the committed file is stale).
     Codegen(codegen::Args),
@@ -121,6 +125,7 @@ fn main() -> Result<()> {
         Command::Matrix(args) => run_matrix(&args),
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
+        Command::StressExit(args) => stress_exit::run(&args),
         Command::FixCheck(args) => fix_check::run(&args),
         Command::Conformance(args) => std::process::exit(conformance::main(&args)),
         Command::TorchNpuTests(args) => std::process::exit(torch_npu_tests::main(&args)),

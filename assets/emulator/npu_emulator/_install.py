@@ -144,6 +144,7 @@ def install() -> None:
         detail = f"PrivateUse1 is already registered as {owner!r} (the real torch_npu, or another backend)"
         raise EmulatedNPUError(emulated_message("cannot install", detail, "torch allows one rename per process"))
 
+    _start_engine_without_device_threads()
     setup = getattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend", None)
     if setup is not None:
         setup(rename="npu", backend_module=_backend.npu)
@@ -187,7 +188,7 @@ def install() -> None:
     _enable_foreach()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
-    _state["single_threaded_autograd"] = _settle_autograd_engine()
+    _backward_on_the_calling_thread()
     _distributed.install(python_backend=_state["backend"] == "python")
 
 
@@ -290,21 +291,51 @@ def _enable_foreach() -> None:
             supported.append(NPUTensor)
 
 
-def _settle_autograd_engine() -> bool:
-    """Make backward() work on the device; True when autograd had to be switched to the calling thread.
+def _start_engine_without_device_threads() -> None:
+    """Start autograd's engine before the npu device exists, so that it has no worker thread for it.
 
-    The autograd engine sizes its per-device queues once, at the first backward() of the process. If that happened
-    before install() (a CPU backward), the engine has no queue for npu:0; then autograd multithreading is turned
-    off for the installing thread, so device backward passes run on the calling thread instead (as on CPU).
+    The engine starts its per-device worker threads once, at the first backward() of the process, one per device
+    index that a registered device guard reports. A worker thread of the emulated device would run every npu
+    backward op in Python (``__torch_dispatch__``) and take the GIL at moments the program does not control: on
+    start (the device guard's ``setDevice``) and after it has signalled the end of a backward pass (releasing the
+    graph's device tensors). When the program has meanwhile returned and the interpreter is finalizing, CPython
+    ends that thread with ``pthread_exit``, whose unwinding through torch's ``noexcept`` code calls
+    ``std::terminate`` ("terminate called without an active exception", exit 134) after all the program's work.
+    Started here, from a CPU backward, the engine has no queue and no thread for the device (a CPU build of torch
+    registers no other device guard); every npu backward then runs on its calling thread, see
+    :func:`_backward_on_the_calling_thread`.
     """
-    probe = NPUTensor(torch.ones(1), requires_grad=True)
-    try:
-        (probe * 2).sum().backward()
-    except RuntimeError as error:
-        if "device_ready_queues_" not in str(error):
-            raise
+    leaf = torch.ones(1, requires_grad=True)
+    (leaf * 2).sum().backward()
+
+
+class _CallingThreadEngine:
+    """torch's autograd engine object, running each backward pass on the thread that asks for it.
+
+    ``torch.autograd.backward``/``grad`` call ``Variable._execution_engine.run_backward``; switching autograd
+    multithreading off for the calling thread first (a per-thread setting) makes the engine run the device's
+    backward ops on that thread, as it runs CPU backward ops, for every thread that calls backward. Everything
+    else (``queue_callback``, ``is_checkpoint_valid``) is the engine's own.
+    """
+
+    def __init__(self, engine: Any) -> None:
+        self._engine = engine
+
+    def run_backward(self, *args: Any, **kwargs: Any) -> Any:
         torch._C._set_multithreading_enabled(False)
-        probe.grad = None
-        (probe * 2).sum().backward()
-        return True
-    return False
+        return self._engine.run_backward(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._engine, name)
+
+
+def _backward_on_the_calling_thread() -> None:
+    """Run every backward pass on its calling thread (see :func:`_start_engine_without_device_threads`) and check
+    that a backward pass on the device works."""
+    from torch.autograd.variable import Variable
+
+    if not isinstance(Variable._execution_engine, _CallingThreadEngine):
+        Variable._execution_engine = _CallingThreadEngine(Variable._execution_engine)
+    torch._C._set_multithreading_enabled(False)
+    probe = NPUTensor(torch.ones(1), requires_grad=True)
+    (probe * 2).sum().backward()
