@@ -148,9 +148,16 @@ pub struct HarnessRunInfo {
     pub timed_out: bool,
     /// Timing facts the harness reported (torch import, program start, program time, …).
     pub timing: serde_json::Map<String, serde_json::Value>,
-    /// The last lines it printed, when it failed.
+    /// The last lines it printed, when it or the program's run failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
+    /// Its whole output, kept in the project (`migrate_to_cloudrobo/logs/verify_…_<mode>.log`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// What this run created in the project and verify moved aside before the next run of the
+    /// same call (`--pipeline --data`), where it now is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<String>,
 }
 
 /// The whole report.
