@@ -4,7 +4,7 @@
 use crate::cli::Args;
 use crate::launch::Launch;
 use crate::plan::Plan;
-use crate::report::{Check, Report, Status};
+use crate::report::{Check, Configuration, Report, Status};
 use crate::{envcheck, harness, interpreter, output, statics};
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -190,6 +190,7 @@ impl Session<'_> {
                 self.interpreter.info().command.join(" ")
             ),
         );
+        let first_check = self.report.checks.len();
         let env = self.env(ranks);
         let job = harness::Job {
             mode,
@@ -260,12 +261,35 @@ impl Session<'_> {
         if outcome.never_started() || outcome.spawn_error.is_some() || outcome.interrupted {
             self.report.incomplete = true;
         }
+        let configuration = self.configuration(&outcome, ranks);
+        for check in &mut self.report.checks[first_check..] {
+            check.configuration = Some(configuration.clone());
+        }
         let mut info = outcome.info();
         if run_failed && info.output_tail.is_none() {
             info.output_tail = Some(outcome.tail.clone());
         }
         self.report.harness_runs.push(info);
         Some(outcome)
+    }
+
+    /// The configuration `outcome` ran in: its processes, emulated or not, and the versions the
+    /// harness reported.
+    fn configuration(&self, outcome: &harness::Outcome, ranks: Option<u32>) -> Configuration {
+        let version = |name: &str| {
+            outcome
+                .facts
+                .get("versions")
+                .and_then(|v| v.get(name))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        Configuration::new(
+            ranks.unwrap_or(1),
+            self.args.emulate_npu,
+            version("torch"),
+            version("torch_npu"),
+        )
     }
 
     /// Add the run's checks to the report; a failed `<mode>.run` check (the program ended before
@@ -472,6 +496,17 @@ impl Session<'_> {
         if outcome.never_started() {
             return;
         }
+        let first_check = self.report.checks.len();
+        self.runtime_environment(&outcome);
+        let configuration = self.configuration(&outcome, None);
+        for check in &mut self.report.checks[first_check..] {
+            check.configuration = Some(configuration.clone());
+        }
+    }
+
+    /// The runtime checks verify makes itself from what the harness found: the visible devices
+    /// and the performance environment.
+    fn runtime_environment(&mut self, outcome: &harness::Outcome) {
         let count = outcome
             .facts
             .get("device_count")

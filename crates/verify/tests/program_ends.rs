@@ -86,6 +86,13 @@ fn a_program_that_catches_its_error_and_exits_0_is_reported_with_its_last_output
         "{detail}"
     );
     assert!(!detail.contains("asked for input"), "{detail}");
+    // Each harness result carries the configuration it ran in.
+    let label = run["configuration"]["label"].as_str().unwrap();
+    assert!(
+        label.starts_with("1 process, emulated npu, torch "),
+        "{label}"
+    );
+    assert_eq!(run["configuration"]["processes"], 1);
     let tail = run["data"]["output_tail"].as_str().unwrap();
     assert!(
         tail.ends_with("run failed with error the config names no dataset"),
