@@ -18,7 +18,7 @@ fn fixed_marks_once_and_a_repeat_is_harmless() {
     // The project is not there, so the fix could not be re-checked: said, and accepted.
     assert_contains(
         &err,
-        "npu-progress: warning: cannot re-check RND-000001: the file is gone (looked at proj/a.py); marking it fixed anyway",
+        "npu-progress: warning: cannot re-check RND-000001: the file is gone (looked at proj/a.py, ./a.py); marking it fixed anyway",
     );
     assert_contains(&err, "npu-progress: next: npu-progress issues.json --next");
     let fixed = f.issue("RND-000001");
