@@ -650,7 +650,11 @@ fn init_with_the_emulator_readies_the_real_transfer_to_npu_or_says_why_not() {
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("npu-assets: warning: cannot read the torch version"),
+        err.starts_with(
+            "npu-assets: warning: the emulated runs will use the emulator's stand-in transfer_to_npu, \
+             not the real one of the torch-npu release that pairs with the project's torch: cannot read \
+             the torch version"
+        ) && err.contains("to fetch it later: `npu-assets fetch-torch-npu --python"),
         "{err}"
     );
 }

@@ -374,7 +374,11 @@ impl Session<'_> {
         }
         match (ranks, &plan.entry_file) {
             (Some(n), _) => {
-                let _ = write!(detail, "; {n} processes under torchrun (one per card)");
+                let _ = write!(
+                    detail,
+                    "; {n} processes under torchrun (one per card; run as `python -m torch.distributed.run` of \
+                     the interpreter, so no torchrun on PATH is needed)"
+                );
             }
             (None, Some(entry)) if self.args.pipeline => {
                 let launchers = crate::launch::project_launchers(&self.root, entry);
