@@ -184,10 +184,16 @@ impl Outcome {
     /// The program's last output: [`Outcome::tail`] up to the harness's own traceback of an
     /// exception the program raised (the report shows that traceback under the check), its last
     /// [`OUTPUT_LINES`] lines and at most [`OUTPUT_BYTES`] bytes.
+    /// A distributed run's program output is the log of its first rank that started.
     pub fn program_output(&self) -> String {
-        let text = match self.tail.find(RAISED_MARKER) {
-            Some(at) => &self.tail[..at],
-            None => self.tail.as_str(),
+        let tail = self
+            .ranks
+            .iter()
+            .find(|r| r.started)
+            .map_or(self.tail.as_str(), |r| r.tail.as_str());
+        let text = match tail.find(RAISED_MARKER) {
+            Some(at) => &tail[..at],
+            None => tail,
         };
         let lines: Vec<&str> = text.trim_end().lines().collect();
         let mut kept: Vec<&str> = lines[lines.len().saturating_sub(OUTPUT_LINES)..].to_vec();
@@ -701,6 +707,44 @@ mod tests {
             !short.starts_with("ne"),
             "a cut first line is dropped: {short}"
         );
+    }
+
+    #[test]
+    fn program_output_stops_at_the_raised_traceback_and_is_bounded() {
+        let mut outcome = Outcome {
+            tail: "loading\nstep 0\nnpu-verify harness: the program raised:\nTraceback ...\n"
+                .into(),
+            ..Outcome::default()
+        };
+        assert_eq!(outcome.program_output(), "loading\nstep 0");
+        outcome.tail = (0..100).fold(String::new(), |mut s, i| {
+            use std::fmt::Write as _;
+            let _ = writeln!(s, "line {i}");
+            s
+        });
+        let shown = outcome.program_output();
+        assert_eq!(shown.lines().count(), OUTPUT_LINES);
+        assert!(
+            shown.starts_with("line 80\n") && shown.ends_with("line 99"),
+            "{shown}"
+        );
+        outcome.tail = "x".repeat(5000);
+        let shown = outcome.program_output();
+        assert!(
+            shown.len() <= OUTPUT_BYTES + 3 && shown.starts_with("..."),
+            "{}",
+            shown.len()
+        );
+        // A distributed run: the first rank that started printed the program's output.
+        outcome.ranks = vec![crate::ranks::RankOutcome {
+            rank: 0,
+            started: true,
+            done: false,
+            checks: Vec::new(),
+            fact: None,
+            tail: "rank zero says why".into(),
+        }];
+        assert_eq!(outcome.program_output(), "rank zero says why");
     }
 
     #[test]
