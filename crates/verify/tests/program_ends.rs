@@ -192,3 +192,119 @@ fn pipeline_and_data_in_one_call_each_find_the_project_as_it_was() {
         "{stderr}"
     );
 }
+
+/// A training step in a method that logs four scalars (one `.item()` each) and the norm of every
+/// parameter's gradient (one `.item()` per parameter).
+const LOGS_SCALARS: &str = r#"import torch
+from runtime_patches import build_vla_patcher
+
+build_vla_patcher().apply()
+
+
+class Trainer:
+    def __init__(self):
+        self.model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)).to("npu")
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=0.01)
+
+    def step(self, x, y):
+        out = self.model(x)
+        loss = (out - y).square().mean()
+        self.opt.zero_grad()
+        loss.backward()
+        self.opt.step()
+        logged = {"loss": loss.item()}
+        logged["out_mean"] = out.mean().item()
+        logged["out_max"] = out.max().item()
+        logged["y_mean"] = y.mean().item()
+        norms = [p.grad.norm().item() for p in self.model.parameters()]
+        return logged, norms
+
+
+def main():
+    trainer = Trainer()
+    data = torch.utils.data.TensorDataset(torch.randn(48, 4), torch.randn(48, 2))
+    for x, y in torch.utils.data.DataLoader(data, batch_size=6):
+        trainer.step(x.to("npu"), y.to("npu"))
+
+
+if __name__ == "__main__":
+    main()
+"#;
+
+#[test]
+fn logged_scalars_are_allowed_and_a_per_parameter_sync_is_recorded_in_its_method() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path(), LOGS_SCALARS);
+    let issues = root.join("issues.json");
+    let args = [
+        "--pipeline",
+        "--emulate-npu",
+        "--timeout",
+        "300",
+        "--steps",
+        "3",
+        "--record-issues",
+        "--issues",
+        issues.to_str().unwrap(),
+    ];
+    let (code, report, stderr) = verify_json(&root, &args, &[]);
+    // The only failure: no scan wrote issues.json before this first measurement.
+    let failed: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["status"] == "fail")
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        (code, failed),
+        (Some(1), vec!["static.issues"]),
+        "{report:#}\n{stderr}"
+    );
+    let syncs = check(&report, "pipeline.syncs");
+    assert_eq!(
+        syncs["data"]["scalar_logging"]["sites"],
+        serde_json::json!(["train.py:18", "train.py:19", "train.py:20", "train.py:21"]),
+        "{syncs:#}"
+    );
+    let file = issue_model::load(&issues).unwrap();
+    // Written beside the project's code: the root is ".", found from any directory.
+    assert_eq!(file.root, ".");
+    let found: Vec<(&str, u32, Option<&str>)> = file
+        .issues
+        .iter()
+        .map(|i| (i.pattern.as_str(), i.line, i.symbol.as_deref()))
+        .collect();
+    assert_eq!(
+        found,
+        [("P_TGT", 22, Some("Trainer.step"))],
+        "{:#?}",
+        file.issues
+    );
+    assert!(
+        file.issues[0]
+            .message
+            .starts_with("measured: 4 host syncs per step at train.py:22"),
+        "{:#?}",
+        file.issues[0]
+    );
+
+    // The finding is wrong for this project: the comment keeps it out of the next measurement.
+    let text = LOGS_SCALARS.replace(
+        "for p in self.model.parameters()]",
+        "for p in self.model.parameters()]  # npu: ignore[P_TGT] four parameters, read once a step",
+    );
+    std::fs::write(root.join("train.py"), text).unwrap();
+    let (_, _, stderr) = verify_json(&root, &args, &[]);
+    assert!(
+        stderr.contains("1 no longer measured: now fixed"),
+        "{stderr}"
+    );
+    let file = issue_model::load(&issues).unwrap();
+    assert_eq!(
+        file.issues[0].status,
+        issue_model::Status::Fixed,
+        "{:#?}",
+        file.issues
+    );
+}
