@@ -188,6 +188,7 @@ def setup_torch(request, results):
         )
         return None
     results.fact("timing", {"torch_import_s": time.perf_counter() - t0})
+    results.fact("versions", {"torch": str(getattr(torch, "__version__", None))})
     if request.get("emulate"):
         emulator_dir = request["emulator_dir"]
         sys.path.insert(0, emulator_dir)

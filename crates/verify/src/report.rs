@@ -103,14 +103,17 @@ impl Configuration {
         }
     }
 
-    /// Equal for the same processes, device and versions (the label is derived from them).
-    fn key(&self) -> (u32, bool, Option<&str>, Option<&str>) {
-        (
-            self.processes,
-            self.emulated,
-            self.torch.as_deref(),
-            self.torch_npu.as_deref(),
-        )
+    /// The same processes, device and versions; a version one of them does not know (a run that
+    /// died before it could tell) matches any.
+    fn same(&self, other: &Configuration) -> bool {
+        let version = |a: &Option<String>, b: &Option<String>| match (a, b) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        self.processes == other.processes
+            && self.emulated == other.emulated
+            && version(&self.torch, &other.torch)
+            && version(&self.torch_npu, &other.torch_npu)
     }
 }
 
@@ -310,7 +313,7 @@ impl Report {
             let repeated = ran.iter().any(|(rg, rc)| {
                 *rg == g
                     && match (&check.configuration, rc) {
-                        (Some(old), Some(new)) => old.key() == new.key(),
+                        (Some(old), Some(new)) => old.same(new),
                         (Some(_), None) => false,
                         (None, _) => true,
                     }
@@ -563,7 +566,7 @@ mod tests {
         );
         assert_eq!(merged.checks.len(), 3);
         // Another torch is another configuration.
-        let newer = Configuration::new(1, true, Some("2.7.1".into()), None);
+        let newer = Configuration::new(1, true, Some("2.7.1".into()), Some("2.7.1".into()));
         let fourth = run(
             "2026-01-04T00:00:00Z",
             &["static", "data"],
@@ -578,6 +581,25 @@ mod tests {
                 .count(),
             2
         );
+    }
+
+    #[test]
+    fn a_run_that_could_not_tell_its_versions_replaces_the_result_of_its_configuration() {
+        let known = Configuration::new(1, true, Some("2.6.0".into()), Some("2.6.0.post5".into()));
+        let died = Configuration::new(1, true, Some("2.6.0".into()), None);
+        let with = |configuration: &Configuration, status: Status, at: &str| {
+            let mut report = Report::new("demo", vec!["static".into(), "pipeline".into()], true);
+            report.generated_at = at.into();
+            let mut check = Check::new("pipeline.run", status, "d");
+            check.configuration = Some(configuration.clone());
+            report.checks.push(check);
+            report.finish();
+            report
+        };
+        let first = with(&known, Status::Pass, "2026-01-01T00:00:00Z");
+        let merged = with(&died, Status::Fail, "2026-01-02T00:00:00Z").with_previous(&first);
+        assert_eq!(merged.checks.len(), 1);
+        assert_eq!(merged.checks[0].status, Status::Fail);
     }
 
     #[test]
