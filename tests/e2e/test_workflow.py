@@ -148,7 +148,7 @@ def test_4b_fix_applies_the_safe_fixes(wf: Workflow) -> None:
     before = {i["id"]: i for i in wf.issues()}
     preview = wf.script("scan.py", wf.project, "--output", ".", "--diff")
     assert preview.returncode == 1, describe(preview)
-    assert "+    build_vla_patcher().apply()" in preview.stdout
+    assert "+    _NPU_PATCHER.apply()" in preview.stdout
     assert {i["id"]: i["status"] for i in wf.issues()} == {k: v["status"] for k, v in before.items()}, "--diff wrote issues.json"
 
     result = wf.script("scan.py", wf.project, "--output", ".", "--fix")
@@ -164,7 +164,7 @@ def test_4b_fix_applies_the_safe_fixes(wf: Workflow) -> None:
     assert skipped and all(after[k]["status"] == "skipped" for k in skipped)
     for rel in ("train.py", "eval.py", "train_hydra.py"):
         source = (wf.project / rel).read_text()
-        assert "build_vla_patcher().apply()" in source, rel
+        assert "_NPU_PATCHER.apply()" in source, rel
         compile(source, rel, "exec")
 
 

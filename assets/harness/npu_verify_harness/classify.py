@@ -180,8 +180,8 @@ def classify(exc, project_root):
         return (
             "float64-on-device",
             "float64 compute on the device{}: {}".format(place, message),
-            "use float32 (NPU-FACTS.md: float64 is partial on Ascend); npu-scan reports these as P_F64, "
-            "and the runtime patcher's Float64To32 converts most at run time",
+            "use float32 (NPU-FACTS.md: float64 is partial on Ascend); npu-scan reports the float64 written in the "
+            "code as P_F64, and the runtime patcher's Float64To32 converts most at run time",
         )
     if "561103" in text or "atten_mask" in text:
         return (

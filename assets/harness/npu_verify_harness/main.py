@@ -71,9 +71,29 @@ def main(args):
             "report this with the harness output shown above",
         )
         code = 3
+    results.fact("versions", versions())
     results.fact("timing", {"harness_total_s": time.perf_counter() - STARTED})
     results.done()
     _exit_now(code)
+
+
+def versions():
+    """``{"torch", "torch_npu"}``: the versions this run used (None for one that was not imported; emulated, the
+    torch-npu release whose operator table the emulated device follows); part of the configuration
+    verify-report.json keeps each result under."""
+    found = {}
+    for name in ("torch", "torch_npu"):
+        module = sys.modules.get(name)
+        version = getattr(module, "__version__", None) if module is not None else None
+        found[name] = str(version) if version is not None else None
+    kernels = sys.modules.get("npu_emulator._kernels")
+    if kernels is not None:
+        # Emulated: the torch-npu release whose operator table the emulated device follows.
+        try:
+            found["torch_npu"] = kernels.table_info().get("torch_npu") or found["torch_npu"]
+        except Exception:  # noqa: BLE001 - a version is a label; the run's results stand without it
+            pass
+    return found
 
 
 CLAIMED = "NPU_VERIFY_HARNESS_CLAIMED"
@@ -168,6 +188,7 @@ def setup_torch(request, results):
         )
         return None
     results.fact("timing", {"torch_import_s": time.perf_counter() - t0})
+    results.fact("versions", {"torch": str(getattr(torch, "__version__", None))})
     if request.get("emulate"):
         emulator_dir = request["emulator_dir"]
         sys.path.insert(0, emulator_dir)

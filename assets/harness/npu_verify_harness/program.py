@@ -63,10 +63,16 @@ def run(request, results, setup_torch):
         ranks = DistWatch(torch, root, observer)
         ranks.install()
 
+    asked = InputWatch(root)
+    asked.install()
     results.fact("timing", {"program_start_s": time.perf_counter() - _started()})
     program_t0 = time.perf_counter()
-    outcome = launch_run(request["launch"])
+    try:
+        outcome = launch_run(request["launch"])
+    finally:
+        asked.uninstall()
     program_s = time.perf_counter() - program_t0
+    outcome.asked = asked.asked
     if profile is not None:
         profile.uninstall()
     observer.uninstall()
@@ -94,11 +100,136 @@ def _started():
     return STARTED
 
 
+def project_site(root, frame):
+    """``file:line in function`` of the innermost frame at or above ``frame`` that is the project's own code,
+    else None."""
+    while frame is not None:
+        if in_project(frame.f_code.co_filename, root):
+            path = os.path.abspath(frame.f_code.co_filename)
+            return "{}:{} in {}".format(
+                os.path.relpath(path, root).replace(os.sep, "/"), frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+class _WatchedStdin:
+    """``sys.stdin`` while the program runs: every read is noted (verify gives the program no input, so each
+    read gets end-of-file), then done on the real stream."""
+
+    def __init__(self, stream, watch):
+        self._stream = stream
+        self._watch = watch
+
+    def _noted(self, name):
+        method = getattr(self._stream, name)
+
+        def read(*args, **kwargs):
+            self._watch.note("", "sys.stdin." + name + "()", sys._getframe(1))
+            return method(*args, **kwargs)
+
+        return read
+
+    def __getattr__(self, name):
+        if name in ("read", "readline", "readlines", "buffer"):
+            if name == "buffer":
+                return getattr(self._stream, name)
+            return self._noted(name)
+        return getattr(self._stream, name)
+
+    def __iter__(self):
+        self._watch.note("", "iterating sys.stdin", sys._getframe(1))
+        return iter(self._stream)
+
+
+class InputWatch:
+    """The program's first read from its standard input. verify starts the program with stdin closed (it reads
+    from /dev/null), so a prompt such as ``input("overwrite? (y/n)")`` gets end-of-file at once; what the
+    program then does (raise EOFError, or catch it and exit) hides why it stopped unless the read is reported."""
+
+    def __init__(self, root):
+        self.root = root
+        #: ``{"prompt", "call", "site"}`` of the first read, else None.
+        self.asked = None
+        self._undo = []
+
+    def install(self):
+        import builtins
+
+        original_input, original_stdin = builtins.input, sys.stdin
+        watch = self
+
+        def input(prompt=""):  # noqa: A001 - stands in for the builtin
+            watch.note(str(prompt), "input()", sys._getframe(1))
+            return original_input(prompt)
+
+        builtins.input = input
+        self._undo.append(lambda: setattr(builtins, "input", original_input))
+        if original_stdin is not None:
+            sys.stdin = _WatchedStdin(original_stdin, self)
+            self._undo.append(lambda: setattr(sys, "stdin", original_stdin))
+
+    def uninstall(self):
+        while self._undo:
+            self._undo.pop()()
+
+    def note(self, prompt, call, frame):
+        if self.asked is None:
+            self.asked = {"prompt": prompt.strip(), "call": call, "site": project_site(self.root, frame)}
+
+
+def asked_text(asked):
+    """The plain-words line for a read from stdin (``InputWatch.asked``)."""
+    prompt = asked.get("prompt")
+    what = "the program asked for input: {!r}".format(prompt) if prompt else "the program asked for input ({})".format(
+        asked.get("call"))
+    if asked.get("site"):
+        what += " at " + asked["site"]
+    return what + "; verify runs it with no input (stdin closed), so the read got end-of-file"
+
+
+#: The remedy for a program that stopped at a prompt.
+ASKED_REMEDY = (
+    "make the run need no answer: pass the option that answers the prompt (an overwrite or resume flag in the "
+    "config), or remove what it asks about (e.g. the output folder of an earlier run)"
+)
+
+
+def with_asked(outcome, status, detail, remedy, data):
+    """``(detail, remedy, data)`` with the program's read from stdin put first, when it read one."""
+    asked = getattr(outcome, "asked", None)
+    if asked is None:
+        return detail, remedy, data
+    data = dict(data or {}, input=asked)
+    return "{}; {}".format(asked_text(asked), detail), ASKED_REMEDY + ("; then: " + remedy if remedy else ""), data
+
+
+#: How the program ended, in words, by ``Outcome.kind``.
+ENDED_WORDS = {
+    "returned": "the program returned normally",
+    "exit": "the program exited",
+    "raised": "the program raised an exception",
+    "stopped": "the harness stopped the program",
+}
+
+
+def before_first(steps, want):
+    return "before its first optimizer step" if steps == 0 else "after {} of {} optimizer steps".format(steps, want)
+
+
 def ending(outcome, root):
     """(status, detail, remedy, reason) of how the program ended, when it did not end by our stop."""
     if outcome.kind == "raised":
         reason, detail, remedy = classify(outcome.exc, root)
         return FAIL, detail, remedy, reason
+    if outcome.kind == "exit" and outcome.code in (0, None):
+        return (
+            FAIL,
+            "the program exited with status 0 (success): it finished without training, or caught its own error "
+            "and exited (its last output says which)",
+            "run the same command by hand and read its output; a program that catches every exception hides the "
+            "cause there",
+            "exit",
+        )
     if outcome.kind == "exit":
         return (
             FAIL,
@@ -189,6 +320,10 @@ def report_pipeline(request, results, observer, watch, outcome, emulated, profil
         no_optimizer_remedy = (
             "point verify at the training entry (--entry FILE or `-- <launch command>`); this one does not train"
         )
+    def run_check(status, detail, remedy, data):
+        detail, remedy, data = with_asked(outcome, status, detail, remedy, data)
+        results.check("pipeline.run", status, detail, remedy, data=data)
+
     if ended is not None:
         status, detail, remedy, reason = ended
         data = failure_data(raised(outcome), reason, **data)
@@ -200,25 +335,25 @@ def report_pipeline(request, results, observer, watch, outcome, emulated, profil
             detail = "{} (in the entry or the project files it imports), and {}".format(no_optimizer_text, detail)
             remedy = "{}; {}".format(no_optimizer_remedy, remedy)
         else:
-            detail = "after {} of {} optimizer steps, {}".format(steps, want, detail)
-        results.check("pipeline.run", status, detail, remedy, data=data)
+            detail = "{}, {}".format(before_first(steps, want), detail)
+        run_check(status, detail, remedy, data)
     elif no_optimizer:
-        results.check(
-            "pipeline.run",
+        run_check(
             FAIL,
             "{} in the entry or the project files it imports".format(no_optimizer_text),
             no_optimizer_remedy,
-            data=dict(data, reason="no-optimizer"),
+            dict(data, reason="no-optimizer"),
         )
     elif steps < want:
-        results.check(
-            "pipeline.run",
+        run_check(
             FAIL,
-            "the program ended after {} of {} optimizer steps".format(steps, want),
+            "the program returned normally {} (the harness stops it after {})".format(before_first(steps, want), want)
+            if outcome.kind == "returned" else
+            "the program ended {}".format(before_first(steps, want)),
             ("give the command a config that trains at least {} steps".format(want) if request.get("entry_named")
              else "point verify at the training entry (--entry FILE or `-- <launch command>`) and a config that "
              "trains at least {} steps".format(want)),
-            data=dict(data, reason="too-few-steps"),
+            dict(data, reason="too-few-steps"),
         )
     else:
         detail = "{} optimizer steps ran and the harness stopped the program; step times {} s".format(
@@ -381,8 +516,9 @@ def report_float64(results, observer, prefix):
         WARN,
         "{} float64 tensors were created on the device, e.g. at {}".format(
             observer.float64_count, ", ".join("{} ({}x)".format(s, n) for s, n in sites)),
-        "use float32 there (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` may silently be fp32); "
-        "npu-scan reports these as P_F64",
+        "use float32 at the places shown (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` may "
+        "silently be fp32); npu-scan reports as P_F64 only the float64 written in the code (a dtype that comes from "
+        "data files or numpy arrays shows here only)",
         data={"count": observer.float64_count, "sites": dict(sites)},
     )
 
@@ -584,19 +720,20 @@ def _report_data(request, results, loaders, outcome):
         if not loaders.drain_leftover():
             if early is not None:
                 status, detail, remedy, reason = early
-                results.check(
-                    "data.run", FAIL, "no DataLoader was iterated; " + detail, remedy, data=failure_data(raised(outcome), reason)
-                )
+                detail, remedy, data = with_asked(
+                    outcome, FAIL, "no DataLoader was iterated; " + detail, remedy, failure_data(raised(outcome), reason))
+                results.check("data.run", FAIL, detail, remedy, data=data)
             else:
-                results.check(
-                    "data.run",
+                detail, remedy, data = with_asked(
+                    outcome,
                     FAIL,
-                    "the program built no torch DataLoader (it ended: {})".format(outcome.kind),
+                    "the program built no torch DataLoader ({})".format(ENDED_WORDS.get(outcome.kind, outcome.kind)),
                     ("the command you named builds no DataLoader as run: give it the arguments or config that "
                      "train" if request.get("entry_named")
                      else "point verify at the training entry (--entry FILE or `-- <launch command>`)"),
-                    data={"reason": "no-dataloader"},
+                    {"reason": "no-dataloader"},
                 )
+                results.check("data.run", FAIL, detail, remedy, data=data)
             return 0
     info = loaders.drained
     error = info["error"]
@@ -673,8 +810,9 @@ def _report_data(request, results, loaders, outcome):
             "data.float64",
             WARN,
             "float64 fields: {}".format(", ".join(f64)),
-            "produce float32 in the dataset (`.astype(np.float32)`); float64 is partial on Ascend (NPU-FACTS.md) "
-            "and costs host-device bandwidth; npu-scan reports these as P_F64",
+            "produce float32 in the dataset (`.astype(np.float32)` where it reads or converts these fields); "
+            "float64 is partial on Ascend (NPU-FACTS.md) and costs host-device bandwidth; the dtype comes from the "
+            "data, so npu-scan, which reads only the code, does not report it",
         )
     else:
         results.check("data.float64", PASS, "no float64 field")

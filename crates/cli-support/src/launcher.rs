@@ -253,6 +253,36 @@ fn option_value<'a>(words: &'a [String], flags: &[&str]) -> Option<&'a str> {
     None
 }
 
+/// The executable `name` on the search path `path` (a `PATH` value), first match.
+pub fn on_path(name: &str, path: Option<&std::ffi::OsStr>) -> Option<std::path::PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    std::env::split_paths(path?)
+        .map(|dir| dir.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        })
+}
+
+/// How to run a command that starts with a bare `torchrun` when `path` has no `torchrun` (torch
+/// is installed but its console scripts are not on `PATH`, as in some conda and `--user`
+/// installs): the Python on `path` (`python3`, else `python`) whose `-m torch.distributed.run` is
+/// torchrun itself. `None` when the command does not start with a bare `torchrun`, when `path`
+/// has one, or when it has no Python either (the command then fails as typed).
+pub fn torchrun_fallback(words: &[String], path: Option<&std::ffi::OsStr>) -> Option<Vec<String>> {
+    let (first, rest) = words.split_first()?;
+    if first != "torchrun" || on_path("torchrun", path).is_some() {
+        return None;
+    }
+    let python = on_path("python3", path).or_else(|| on_path("python", path))?;
+    let mut command = vec![
+        python.display().to_string(),
+        "-m".to_owned(),
+        "torch.distributed.run".to_owned(),
+    ];
+    command.extend(rest.iter().cloned());
+    Some(command)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -333,5 +363,47 @@ mod tests {
         );
         assert_eq!(script_of(&words("bash run.sh --x")), Some("run.sh"));
         assert_eq!(script_of(&words("python run.py")), None);
+    }
+
+    #[test]
+    fn torchrun_runs_as_the_python_module_only_when_path_has_no_torchrun() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let make = |name: &str| {
+            let path = bin.join(name);
+            std::fs::write(&path, "#!/bin/sh\n").unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        let words: Vec<String> = ["torchrun", "--nproc_per_node", "2", "train.py"]
+            .map(String::from)
+            .to_vec();
+        let path = std::ffi::OsString::from(&bin);
+        // No Python either: the command stays as typed.
+        assert_eq!(torchrun_fallback(&words, Some(&path)), None);
+        // A file that is not executable is not a program.
+        std::fs::write(bin.join("python3"), "").unwrap();
+        assert_eq!(torchrun_fallback(&words, Some(&path)), None);
+        make("python3");
+        let python = bin.join("python3").display().to_string();
+        assert_eq!(
+            torchrun_fallback(&words, Some(&path)).unwrap(),
+            [
+                &python,
+                "-m",
+                "torch.distributed.run",
+                "--nproc_per_node",
+                "2",
+                "train.py"
+            ]
+        );
+        // Another command, or a torchrun given by path, is left alone.
+        let python_words: Vec<String> = ["python", "train.py"].map(String::from).to_vec();
+        assert_eq!(torchrun_fallback(&python_words, Some(&path)), None);
+        let by_path: Vec<String> = ["/opt/bin/torchrun", "train.py"].map(String::from).to_vec();
+        assert_eq!(torchrun_fallback(&by_path, Some(&path)), None);
+        make("torchrun");
+        assert_eq!(torchrun_fallback(&words, Some(&path)), None);
     }
 }

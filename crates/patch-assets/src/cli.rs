@@ -240,7 +240,12 @@ pub fn run(command: Command) -> Result<u8, Failure> {
                 // Offline is no failure: emulated runs then use the stand-in, and say so.
                 match fetch_layer(python.as_deref(), None, None) {
                     Ok(line) => writeln!(out, "{line}")?,
-                    Err(e) => eprintln!("npu-assets: warning: {e}"),
+                    Err(e) => eprintln!(
+                        "npu-assets: warning: the emulated runs will use the emulator's stand-in \
+                         transfer_to_npu, not the real one of the torch-npu release that pairs with the \
+                         project's torch: {e}; to fetch it later: `{}`",
+                        torch_npu_layer::FETCH_COMMAND
+                    ),
                 }
             }
             if let Some(missing) = outcomes.iter().find(|o| o.action == Action::Missing) {

@@ -650,7 +650,57 @@ fn init_with_the_emulator_readies_the_real_transfer_to_npu_or_says_why_not() {
     let err = stderr(&out);
     assert_eq!(err.lines().count(), 1, "{err}");
     assert!(
-        err.starts_with("npu-assets: warning: cannot read the torch version"),
+        err.starts_with(
+            "npu-assets: warning: the emulated runs will use the emulator's stand-in transfer_to_npu, \
+             not the real one of the torch-npu release that pairs with the project's torch: cannot read \
+             the torch version"
+        ) && err.contains("to fetch it later: `npu-assets fetch-torch-npu --python"),
         "{err}"
+    );
+}
+
+#[test]
+fn summary_reports_the_latest_result_of_each_configuration() {
+    let dir = ported_project();
+    let p = dir.path();
+    fs::write(
+        p.join("migrate_to_cloudrobo/verify-report.json"),
+        r#"{"generated_at": "2026-01-03T12:00:00Z", "checks": [
+            {"name": "static.migrate_dir", "status": "pass", "detail": "ok"},
+            {"name": "pipeline.run", "status": "fail", "detail": "rank 1 hung",
+             "configuration": {"processes": 2, "emulated": true, "label": "2 processes under torchrun, emulated npu, torch 2.6.0"}},
+            {"name": "pipeline.run", "status": "pass", "detail": "2 optimizer steps ran",
+             "from_run": "2026-01-02T09:00:00Z",
+             "configuration": {"processes": 1, "emulated": true, "label": "1 process, emulated npu, torch 2.6.0"}}]}"#,
+    )
+    .unwrap();
+    let out = npu_assets(&["summary", "."], p);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = fs::read_to_string(p.join("migrate_to_cloudrobo/ADAPTATION_SUMMARY.md")).unwrap();
+    assert!(
+        text.contains("| Check | Configuration | Ran | Status | Detail |"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "| pipeline.run | 1 process, emulated npu, torch 2.6.0 | 2026-01-02T09:00:00Z | pass | 2 optimizer steps ran |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "| pipeline.run | 2 processes under torchrun, emulated npu, torch 2.6.0 | 2026-01-03T12:00:00Z | fail | rank 1 hung |"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "verify check `pipeline.run` (2 processes under torchrun, emulated npu, torch 2.6.0) is fail: rank 1 hung"
+        ),
+        "{text}"
+    );
+    assert!(
+        !text.contains("verify check `pipeline.run` (1 process"),
+        "{text}"
     );
 }

@@ -25,9 +25,10 @@ pub enum Error {
     SkipWithoutReason { id: String, path: PathBuf },
 
     #[error(
-        "{id} is a performance issue ({pattern}) and cannot be skipped: the code runs, but slowly on the NPU, so it must be fixed; follow {template}, then run `{} {} --fixed {id}`. If the finding is wrong, write `# npu: ignore[{pattern}] <why>` at the end of line {line} of {file} and rescan",
+        "{id} is a performance issue ({pattern}) and cannot be skipped: the code runs, but slowly on the NPU, so it must be fixed; follow {template}, then run `{} {} --fixed {id}`. If the finding is wrong, write `# npu: ignore[{pattern}] <why>` at the end of line {line} of {file} and {}",
         crate::invoked_as(),
-        path.display()
+        path.display(),
+        then_again(*measured, path, id)
     )]
     SkipPerformance {
         id: String,
@@ -36,6 +37,9 @@ pub enum Error {
         file: String,
         line: u32,
         path: PathBuf,
+        /// Recorded by `npu-verify --record-issues`: the comment takes effect at the next
+        /// measurement (`--fixed`), not at a rescan.
+        measured: bool,
     },
 
     #[error("{0}")]
@@ -60,3 +64,17 @@ impl From<std::io::Error> for Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// How a `# npu: ignore[…]` comment takes effect: a rescan, or for a measured issue the next
+/// measurement (`npu-verify --record-issues` records no finding on a line with that comment).
+fn then_again(measured: bool, path: &std::path::Path, id: &str) -> String {
+    if measured {
+        format!(
+            "run `{} {} --fixed {id}` (it measures again; npu-verify records no finding on a line with that comment)",
+            crate::invoked_as(),
+            path.display()
+        )
+    } else {
+        "rescan".to_owned()
+    }
+}

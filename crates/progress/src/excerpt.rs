@@ -11,7 +11,9 @@ pub const CONTEXT: u32 = 3;
 const MAX_MARKED: u32 = 10;
 
 /// Where to look for the project: `root` from issues.json as given (absolute), else relative to
-/// the current directory, else relative to the directory of issues.json.
+/// the current directory, else relative to the directory of issues.json, else that directory
+/// itself (issues.json written at the project root by a scan given the project's path from its
+/// parent, `npu-scan proj --output proj`, then read from anywhere).
 pub fn root_candidates(root: &str, issues_json: &Path) -> Vec<PathBuf> {
     let root = Path::new(root);
     if root.is_absolute() {
@@ -19,9 +21,15 @@ pub fn root_candidates(root: &str, issues_json: &Path) -> Vec<PathBuf> {
     }
     let mut out = vec![root.to_owned()];
     if let Some(dir) = issues_json.parent() {
-        let beside = dir.join(root);
-        if !dir.as_os_str().is_empty() && !out.contains(&beside) {
-            out.push(beside);
+        let candidates = if dir.as_os_str().is_empty() {
+            vec![PathBuf::from(".")]
+        } else {
+            vec![dir.join(root), dir.to_owned()]
+        };
+        for candidate in candidates {
+            if !out.contains(&candidate) {
+                out.push(candidate);
+            }
         }
     }
     out
@@ -208,11 +216,15 @@ mod tests {
     fn candidates_are_cwd_then_beside_issues_json() {
         assert_eq!(
             root_candidates("proj", Path::new("out/issues.json")),
-            [PathBuf::from("proj"), PathBuf::from("out/proj")]
+            [
+                PathBuf::from("proj"),
+                PathBuf::from("out/proj"),
+                PathBuf::from("out")
+            ]
         );
         assert_eq!(
             root_candidates("proj", Path::new("issues.json")),
-            [PathBuf::from("proj")]
+            [PathBuf::from("proj"), PathBuf::from(".")]
         );
         assert_eq!(
             root_candidates("/abs/proj", Path::new("out/issues.json")),
@@ -254,6 +266,24 @@ mod tests {
             .err()
             .unwrap_or_default();
         assert!(error.contains("cannot find gone.py"), "{error}");
+    }
+
+    #[test]
+    fn code_is_found_beside_issues_json_whatever_the_root_was_relative_to() {
+        // `npu-scan proj --output proj` run in the parent: root "proj", issues.json inside proj/;
+        // npu-progress run from another directory with the file's full path.
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let project = dir.path().join("proj");
+        std::fs::create_dir_all(project.join("pkg")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(project.join("pkg/step.py"), "a\nb\nc\n").unwrap_or_else(|e| panic!("{e}"));
+        let json = project.join("issues.json");
+        let (found, path) =
+            locate("proj", &json, "pkg/step.py").unwrap_or_else(|| panic!("not found"));
+        assert_eq!(found, project);
+        assert_eq!(path, project.join("pkg/step.py"));
+        let excerpt =
+            read("proj", &json, &issue("pkg/step.py", 2, 2)).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(marked_lines(&excerpt), [2]);
     }
 
     #[test]

@@ -94,6 +94,7 @@ pub fn skip(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
                 file: issue.file.clone(),
                 line: issue.line,
                 path: path.to_owned(),
+                measured: issue.measured.is_some(),
             });
         }
         Ok(Change {

@@ -240,5 +240,5 @@ fn the_entry_setup_is_not_inserted_without_the_runtime_patches() {
     f.write("proj/migrate_to_cloudrobo/runtime_patches.py", "");
     let (code, out, err) = f.run(&["issues.json", "--fix", &id]);
     assert_eq!(code, 0, "{out}{err}");
-    assert_contains(&out, "+    build_vla_patcher().apply()");
+    assert_contains(&out, "+    _NPU_PATCHER.apply()");
 }

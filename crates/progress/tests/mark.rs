@@ -18,7 +18,7 @@ fn fixed_marks_once_and_a_repeat_is_harmless() {
     // The project is not there, so the fix could not be re-checked: said, and accepted.
     assert_contains(
         &err,
-        "npu-progress: warning: cannot re-check RND-000001: the file is gone (looked at proj/a.py); marking it fixed anyway",
+        "npu-progress: warning: cannot re-check RND-000001: the file is gone (looked at proj/a.py, ./a.py); marking it fixed anyway",
     );
     assert_contains(&err, "npu-progress: next: npu-progress issues.json --next");
     let fixed = f.issue("RND-000001");
@@ -171,9 +171,27 @@ fn performance_issues_cannot_be_skipped() {
         "`# npu: ignore[P_TGT] <why>` at the end of line 40 of train.py",
     );
     assert_eq!(f.bytes(), before);
+    assert_contains(&err, "train.py and rescan");
     // --next does not offer a skip for it either.
     let (_, out, _) = f.run(&["--next"]);
     assert_contains(&out, "a performance issue cannot be skipped; fix it");
+
+    // A measured issue: the comment takes effect at the next measurement, not at a rescan.
+    let mut measured = issue("TGT-000002", "P_TGT", Severity::Warning, "train.py", 41);
+    measured.performance = true;
+    measured.measured = Some(issue_model::Measured {
+        check: "pipeline.syncs".to_owned(),
+        evidence: "3 host syncs per step at train.py:41".to_owned(),
+        verify_args: vec!["--pipeline".to_owned()],
+    });
+    let f = Fixture::new(vec![measured]);
+    let (code, _, err) = f.run(&["issues.json", "--skip", "TGT-000002", "--reason", "logging"]);
+    assert_eq!(code, 2);
+    assert_contains(
+        &err,
+        "at the end of line 41 of train.py and run `npu-progress issues.json --fixed TGT-000002` (it measures \
+         again; npu-verify records no finding on a line with that comment)",
+    );
 }
 
 #[test]

@@ -242,7 +242,7 @@ fn next_says_why_the_code_cannot_be_shown() {
     assert_eq!(code, 0, "{err}");
     assert_contains(
         &out,
-        "(code not shown: cannot find gone.py (looked at proj/gone.py))",
+        "(code not shown: cannot find gone.py (looked at proj/gone.py, ./gone.py))",
     );
     assert_contains(&out, "  > snippet of RND-000001");
 

@@ -112,7 +112,7 @@ fn without_runtime_patches_no_setup_is_inserted_and_one_line_says_to_init() {
     let (_, stdout, _) = scan(&root, &["--fix"]);
     let stdout = text(&stdout);
     assert!(!stdout.contains("npu-assets init"), "{stdout}");
-    assert!(text(&read(&root.join("train.py"))).contains("build_vla_patcher().apply()"));
+    assert!(text(&read(&root.join("train.py"))).contains("_NPU_PATCHER.apply()"));
 }
 
 #[test]
@@ -245,10 +245,7 @@ fn line_endings_and_encodings_are_kept_by_fix() {
     assert_eq!(code, 0, "{}{stderr}", text(&stdout));
     for (file, bytes) in tree(&root) {
         let shown = text(&bytes);
-        assert!(
-            shown.contains("build_vla_patcher().apply()"),
-            "{file}: {shown:?}"
-        );
+        assert!(shown.contains("_NPU_PATCHER.apply()"), "{file}: {shown:?}");
         match file.as_str() {
             "cr.py" => assert!(!bytes.contains(&b'\n'), "{file}: {shown:?}"),
             "crlf.py" | "bom.py" => {

@@ -391,7 +391,7 @@ fn an_entry_imported_by_another_sets_up_only_as_the_program() {
         evaluate.starts_with("if __name__ == \"__main__\":  # run as a program"),
         "{evaluate}"
     );
-    assert_eq!(evaluate.matches("build_vla_patcher().apply()").count(), 1);
+    assert_eq!(evaluate.matches("_NPU_PATCHER.apply()").count(), 1);
 
     // Run both programs against stand-ins for torch and torch_npu.
     let stubs = dir.path().join("stubs");

@@ -123,10 +123,7 @@ fn demo_fix_clears_entry_config_and_comparison_findings() {
         .unwrap();
     assert_eq!(diff.status.code(), Some(1));
     let shown = String::from_utf8(diff.stdout).unwrap();
-    assert!(
-        shown.contains("+    build_vla_patcher().apply()"),
-        "{shown}"
-    );
+    assert!(shown.contains("+    _NPU_PATCHER.apply()"), "{shown}");
     assert_eq!(snapshot_tree(demo.path()), before);
 
     let fixed = npu_scan()

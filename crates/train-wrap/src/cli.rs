@@ -95,6 +95,29 @@ pub fn run(cli: &Cli) -> u8 {
     })
 }
 
+/// A bare `torchrun` when the launch environment's `PATH` has none: the same launcher as
+/// `python -m torch.distributed.run` of the Python on that `PATH`, and the line that says so.
+fn torchrun_module(
+    command: &[OsString],
+    plan: &env::Plan,
+    current: &BTreeMap<OsString, OsString>,
+) -> Option<(Vec<OsString>, String)> {
+    let words: Vec<String> = command
+        .iter()
+        .map(|w| w.to_string_lossy().into_owned())
+        .collect();
+    let path = match plan.changes.get(std::ffi::OsStr::new("PATH")) {
+        Some(changed) => changed.clone(),
+        None => current.get(std::ffi::OsStr::new("PATH")).cloned(),
+    };
+    let module = cli_support::launcher::torchrun_fallback(&words, path.as_deref())?;
+    let note = format!(
+        "no `torchrun` on PATH; running it as `{} -m torch.distributed.run` (torchrun's own module, the same launcher)",
+        module[0]
+    );
+    Some((module.into_iter().map(OsString::from).collect(), note))
+}
+
 /// What clap cannot check: an option after the command's start, and a missing command.
 fn usage(cli: &Cli) -> Result<()> {
     if let Some(first) = cli.command.first().and_then(|c| c.to_str())
@@ -170,6 +193,9 @@ fn launch(cli: &Cli) -> Result<u8> {
         if !cli.command.is_empty() {
             println!("# command: {}", log::command_line(&cli.command));
         }
+        if let Some((_, note)) = torchrun_module(&cli.command, &plan, &current) {
+            println!("# {note}");
+        }
         println!("# log: {}", log::next_name(&log_dir).display());
         return Ok(0);
     }
@@ -178,8 +204,16 @@ fn launch(cli: &Cli) -> Result<u8> {
         eprintln!("npu-train: {banner}");
         log::note(&mut log, banner)?;
     }
+    let command = match torchrun_module(&cli.command, &plan, &current) {
+        Some((command, note)) => {
+            eprintln!("npu-train: {note}");
+            log::note(&mut log, &note)?;
+            command
+        }
+        None => cli.command.clone(),
+    };
     eprintln!("npu-train: logging to {}", log.path.display());
-    let finished = launch::run(&cli.command, &plan, Some(log))?;
+    let finished = launch::run(&command, &plan, Some(log))?;
     for note in &finished.notes {
         eprintln!("npu-train: warning: {note}");
     }

@@ -541,3 +541,59 @@ fn torchrun_gets_per_rank_logs_and_the_command_is_unchanged() {
         stderr(&out)
     );
 }
+
+#[test]
+fn torchrun_without_its_console_script_runs_as_the_module_of_the_python_on_path() {
+    // torch is installed but its console scripts are not on PATH: `python -m
+    // torch.distributed.run` is the same launcher, and npu-train says it ran that.
+    let p = Project::new();
+    let bin = p.dir.path().join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let python = bin.join("python3");
+    fs::write(&python, "#!/bin/sh\necho \"python3 got: $*\"\n").unwrap();
+    fs::set_permissions(&python, fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:/usr/bin:/bin", bin.display());
+    let out = p
+        .command(&["torchrun", "--nproc_per_node", "1", "train.py", "--lr", "1"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out)
+            .contains("python3 got: -m torch.distributed.run --nproc_per_node 1 train.py --lr 1"),
+        "{}",
+        stdout(&out)
+    );
+    let note = format!(
+        "no `torchrun` on PATH; running it as `{} -m torch.distributed.run`",
+        python.display()
+    );
+    assert!(stderr(&out).contains(&note), "{}", stderr(&out));
+    let log = p.only_log();
+    assert!(
+        log.contains("# command: torchrun --nproc_per_node 1 train.py --lr 1"),
+        "{log}"
+    );
+    assert!(log.contains(&note), "{log}");
+
+    // A torchrun on PATH runs as typed.
+    let torchrun = bin.join("torchrun");
+    fs::write(&torchrun, "#!/bin/sh\necho \"torchrun got: $*\"\n").unwrap();
+    fs::set_permissions(&torchrun, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = p
+        .command(&["torchrun", "train.py"])
+        .env("PATH", &path)
+        .output()
+        .unwrap();
+    assert!(
+        stdout(&out).contains("torchrun got: train.py"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        !stderr(&out).contains("no `torchrun` on PATH"),
+        "{}",
+        stderr(&out)
+    );
+}

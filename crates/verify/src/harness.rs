@@ -148,6 +148,11 @@ pub struct Outcome {
     pub tail: String,
     /// A distributed run: one entry per rank, in rank order (empty for a one-process run).
     pub ranks: Vec<crate::ranks::RankOutcome>,
+    /// Its combined stdout and stderr, in the workspace (then each rank's own, for a distributed
+    /// run); [`keep_logs`] copies them into the project.
+    pub logs: Vec<PathBuf>,
+    /// Where [`keep_logs`] kept the first of `logs`, relative to the project root.
+    pub kept_log: Option<String>,
 }
 
 impl Outcome {
@@ -171,7 +176,39 @@ impl Outcome {
             timed_out: self.timed_out,
             timing,
             output_tail: failed.then(|| self.tail.clone()),
+            log: self.kept_log.clone(),
+            set_aside: Vec::new(),
         }
+    }
+
+    /// The program's last output: [`Outcome::tail`] up to the harness's own traceback of an
+    /// exception the program raised (the report shows that traceback under the check), its last
+    /// [`OUTPUT_LINES`] lines and at most [`OUTPUT_BYTES`] bytes.
+    /// A distributed run's program output is the log of its first rank that started.
+    pub fn program_output(&self) -> String {
+        let tail = self
+            .ranks
+            .iter()
+            .find(|r| r.started)
+            .map_or(self.tail.as_str(), |r| r.tail.as_str());
+        let text = match tail.find(RAISED_MARKER) {
+            Some(at) => &tail[..at],
+            None => tail,
+        };
+        let lines: Vec<&str> = text.trim_end().lines().collect();
+        let mut kept: Vec<&str> = lines[lines.len().saturating_sub(OUTPUT_LINES)..].to_vec();
+        while kept.len() > 1 && kept.iter().map(|l| l.len() + 1).sum::<usize>() > OUTPUT_BYTES {
+            kept.remove(0);
+        }
+        let mut out = kept.join("\n");
+        if out.len() > OUTPUT_BYTES {
+            let mut cut = out.len() - OUTPUT_BYTES;
+            while !out.is_char_boundary(cut) {
+                cut += 1;
+            }
+            out = format!("...{}", &out[cut..]);
+        }
+        out
     }
 
     /// A check saying how the harness died, when it did not end normally.
@@ -260,7 +297,65 @@ impl Outcome {
     }
 }
 
-/// Run the harness for one mode; `request` is completed with the results path.
+/// The line the harness prints before the traceback of an exception the program raised.
+const RAISED_MARKER: &str = "npu-verify harness: the program raised:";
+/// The most lines of the program's output a run check quotes.
+pub const OUTPUT_LINES: usize = 20;
+/// The most bytes of the program's output a run check quotes.
+pub const OUTPUT_BYTES: usize = 2000;
+
+/// Copy a run's logs ([`Outcome::logs`]) into `PROJECT/migrate_to_cloudrobo/logs/` as
+/// `verify_<YYYYmmdd_HHMMSS>_<mode>.log` (a rank's as `…_<mode>.rank<R>.log`), each after a
+/// `# ` header with the command; sets [`Outcome::kept_log`]. Nothing is kept when the project has
+/// no `migrate_to_cloudrobo/`; a log that cannot be copied is a warning on stderr, not an error.
+pub fn keep_logs(root: &Path, command: &str, outcome: &mut Outcome) -> Result<(), String> {
+    use std::io::Write as _;
+    let migrate = root.join(crate::statics::MIGRATE_DIR);
+    if !migrate.is_dir() || outcome.logs.is_empty() {
+        return Ok(());
+    }
+    let dir = migrate.join("logs");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let stamp = jiff::Timestamp::now().strftime("%Y%m%d_%H%M%S").to_string();
+    let mut n = 1;
+    let base = loop {
+        let base = if n == 1 {
+            format!("verify_{stamp}_{}", outcome.mode)
+        } else {
+            format!("verify_{stamp}_{}_{n}", outcome.mode)
+        };
+        if !dir.join(format!("{base}.log")).exists() || n >= 1000 {
+            break base;
+        }
+        n += 1;
+    };
+    for (index, from) in outcome.logs.iter().enumerate() {
+        let name = if index == 0 {
+            format!("{base}.log")
+        } else {
+            format!("{base}.rank{}.log", index - 1)
+        };
+        let to = dir.join(&name);
+        let copied = std::fs::File::create(&to).and_then(|mut file| {
+            writeln!(
+                file,
+                "# npu-verify {} run: {command}\n# started: {}",
+                outcome.mode,
+                issue_model::now_rfc3339()
+            )?;
+            if let Ok(mut log) = std::fs::File::open(from) {
+                std::io::copy(&mut log, &mut file)?;
+            }
+            Ok(())
+        });
+        copied.map_err(|e| format!("cannot write {}: {e}", to.display()))?;
+        if index == 0 {
+            outcome.kept_log = Some(format!("{}/logs/{name}", crate::statics::MIGRATE_DIR));
+        }
+    }
+    Ok(())
+}
+
 /// One harness run.
 pub struct Job<'a> {
     pub mode: &'a str,
@@ -432,6 +527,12 @@ pub fn run(
     }
     outcome.wall = started.elapsed();
     outcome.tail = tail(&log, 60, 6000);
+    outcome.logs.push(log.clone());
+    if let Some(count) = ranks {
+        outcome.logs.extend(
+            (0..count).map(|rank| crate::ranks::rank_path(base, mode, "output", "log", rank)),
+        );
+    }
     read_results(&results, &mut outcome);
     if let Some(count) = ranks {
         crate::ranks::collect(base, count, &mut outcome);
@@ -606,6 +707,44 @@ mod tests {
             !short.starts_with("ne"),
             "a cut first line is dropped: {short}"
         );
+    }
+
+    #[test]
+    fn program_output_stops_at_the_raised_traceback_and_is_bounded() {
+        let mut outcome = Outcome {
+            tail: "loading\nstep 0\nnpu-verify harness: the program raised:\nTraceback ...\n"
+                .into(),
+            ..Outcome::default()
+        };
+        assert_eq!(outcome.program_output(), "loading\nstep 0");
+        outcome.tail = (0..100).fold(String::new(), |mut s, i| {
+            use std::fmt::Write as _;
+            let _ = writeln!(s, "line {i}");
+            s
+        });
+        let shown = outcome.program_output();
+        assert_eq!(shown.lines().count(), OUTPUT_LINES);
+        assert!(
+            shown.starts_with("line 80\n") && shown.ends_with("line 99"),
+            "{shown}"
+        );
+        outcome.tail = "x".repeat(5000);
+        let shown = outcome.program_output();
+        assert!(
+            shown.len() <= OUTPUT_BYTES + 3 && shown.starts_with("..."),
+            "{}",
+            shown.len()
+        );
+        // A distributed run: the first rank that started printed the program's output.
+        outcome.ranks = vec![crate::ranks::RankOutcome {
+            rank: 0,
+            started: true,
+            done: false,
+            checks: Vec::new(),
+            fact: None,
+            tail: "rank zero says why".into(),
+        }];
+        assert_eq!(outcome.program_output(), "rank zero says why");
     }
 
     #[test]

@@ -12,6 +12,7 @@ pub mod entry;
 pub mod envcheck;
 pub mod harness;
 pub mod interpreter;
+pub mod isolate;
 pub mod launch;
 pub mod output;
 mod plan;

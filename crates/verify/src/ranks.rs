@@ -34,7 +34,13 @@ pub(crate) fn rank_file(base: &Path, mode: &str, stem: &str, ext: &str) -> Strin
         .to_string()
 }
 
-fn rank_path(base: &Path, mode: &str, stem: &str, ext: &str, rank: u32) -> std::path::PathBuf {
+pub(crate) fn rank_path(
+    base: &Path,
+    mode: &str,
+    stem: &str,
+    ext: &str,
+    rank: u32,
+) -> std::path::PathBuf {
     base.join(format!("{stem}-{mode}.rank{rank}.{ext}"))
 }
 

@@ -49,7 +49,23 @@ pub fn record(args: &Args, report: &Report) -> Result<String, String> {
     let fresh = findings(&measured, &root, &verify_args);
     let path = issues_path(args);
     let now = issue_model::now_rfc3339();
-    let root_text = args.path.display().to_string();
+    // A new issues file records the root so that npu-progress finds the code from any
+    // directory: `.` when the file is in the project root, else the absolute path.
+    let beside = path
+        .parent()
+        .map(|d| {
+            if d.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                d
+            }
+        })
+        .and_then(|d| std::path::absolute(d).ok());
+    let root_text = if beside.as_deref() == Some(root.as_path()) {
+        ".".to_owned()
+    } else {
+        root.display().to_string()
+    };
     let count = fresh.len();
     let merged = issue_model::update(&path, |previous| {
         let (file, merge) = issue_model::merge_measured(previous, &root_text, fresh, &checks, &now);
@@ -184,8 +200,18 @@ fn findings(checks: &[&Check], root: &Path, verify_args: &[String]) -> Vec<Issue
             }
             "pipeline.syncs" => {
                 let over_total = check.status == Status::Warn;
+                // Scalar logging within the harness's allowance is not a finding.
+                let logging: Vec<&str> = data["scalar_logging"]["sites"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
                 for row in data["lines"].as_array().into_iter().flatten() {
                     let site = row["site"].as_str().unwrap_or_default().to_owned();
+                    if logging.contains(&site.as_str()) {
+                        continue;
+                    }
                     let counts = &row["per_step"];
                     let many = max_of(counts) > LINE_SYNCS_OK;
                     let every_step = min_of(counts) >= 1;
@@ -249,6 +275,13 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         .lines()
         .nth(usize::try_from(line).ok()?.checked_sub(1)?)?
         .to_owned();
+    // `# npu: ignore[P_TGT] why` on the line (or `ignore-file` in the file) keeps it out, as
+    // it keeps npu-scan's findings out.
+    if scan::suppress::Suppressions::parse_config_text(&text, |_| true)
+        .is_suppressed(f.pattern, line, line)
+    {
+        return None;
+    }
     let (category, severity, template) = match scan::rules::get(f.pattern) {
         Some(rule) => (rule.category, rule.severity, rule.fix_template.to_owned()),
         None => (
@@ -279,7 +312,7 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         column: 1,
         end_line: line,
         end_column: width.saturating_add(1),
-        symbol: None,
+        symbol: enclosing(&text, line),
         message: format!("measured: {}", f.evidence),
         snippet: snippet.trim().to_owned(),
         related: Vec::new(),
@@ -297,6 +330,40 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
     })
 }
 
+/// `Class.method` (or `function`, `Class`) of the `def`/`class` blocks around 1-based `line`
+/// of Python `text`, read from the indentation; `None` at module level.
+pub fn enclosing(text: &str, line: u32) -> Option<String> {
+    let lines: Vec<&str> = text.lines().collect();
+    let at = usize::try_from(line).ok()?.checked_sub(1)?;
+    let indent = |l: &str| l.len() - l.trim_start().len();
+    let mut want = indent(lines.get(at)?);
+    let mut names = Vec::new();
+    for l in lines[..at].iter().rev() {
+        if want == 0 {
+            break;
+        }
+        let trimmed = l.trim_start();
+        if trimmed.is_empty() || trimmed.starts_with('#') || indent(l) >= want {
+            continue;
+        }
+        want = indent(l);
+        let header = trimmed.strip_prefix("async ").unwrap_or(trimmed);
+        let name = header
+            .strip_prefix("def ")
+            .or_else(|| header.strip_prefix("class "))
+            .map(|rest| {
+                rest.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .next()
+                    .unwrap_or_default()
+            });
+        if let Some(name) = name.filter(|n| !n.is_empty()) {
+            names.push(name.to_owned());
+        }
+    }
+    names.reverse();
+    (!names.is_empty()).then(|| names.join("."))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +376,46 @@ mod tests {
             Some(("train.py".to_owned(), 7))
         );
         assert_eq!(parse_site("<outside the project>"), None);
+    }
+
+    #[test]
+    fn the_enclosing_function_is_named_from_the_indentation() {
+        let text = "import torch\n\nclass Trainer:\n    rate = 1\n\n    def step(self, batch):\n        \
+                    loss = self.model(batch)\n        if loss > 0:\n            # note\n\n            \
+                    log(loss.item())\n        return loss\n\n\nasync def main():\n    x = 1\ny = 2\n";
+        assert_eq!(enclosing(text, 11).as_deref(), Some("Trainer.step"));
+        assert_eq!(enclosing(text, 7).as_deref(), Some("Trainer.step"));
+        assert_eq!(enclosing(text, 4).as_deref(), Some("Trainer"));
+        assert_eq!(enclosing(text, 16).as_deref(), Some("main"));
+        assert_eq!(enclosing(text, 17), None);
+        assert_eq!(enclosing(text, 1), None);
+        assert_eq!(enclosing(text, 99), None);
+    }
+
+    #[test]
+    fn scalar_logging_within_the_allowance_and_suppressed_lines_are_not_recorded() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("train.py"),
+            "class Loop:\n    def step(self):\n        log(loss.item())\n        log(acc.item())\n        \
+             norms = [p.grad.norm().item() for p in ps]\n        \
+             x = y.cpu()  # npu: ignore[P_TGT] the host needs the batch here\n",
+        )
+        .unwrap();
+        let mut syncs = Check::warn("pipeline.syncs", "d", "r");
+        syncs.data = Some(serde_json::json!({"per_step": [14],
+            "scalar_logging": {"allowance": 8, "sites": ["train.py:3", "train.py:4"]},
+            "lines": [
+            {"site": "train.py:5", "per_step": [10], "kinds": {"_local_scalar_dense": 10.0}},
+            {"site": "train.py:3", "per_step": [1], "kinds": {"_local_scalar_dense": 1.0}},
+            {"site": "train.py:4", "per_step": [1], "kinds": {"_local_scalar_dense": 1.0}},
+            {"site": "train.py:6", "per_step": [2], "kinds": {"copy to host": 2.0}}]}));
+        let issues = findings(&[&syncs], dir.path(), &[]);
+        let found: Vec<(u32, Option<&str>)> = issues
+            .iter()
+            .map(|i| (i.line, i.symbol.as_deref()))
+            .collect();
+        assert_eq!(found, [(5, Some("Loop.step"))]);
     }
 
     #[test]

@@ -51,9 +51,70 @@ pub struct Check {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub data: Option<serde_json::Value>,
     /// Set in `verify-report.json` on a check kept from an earlier run (its `generated_at`),
-    /// because this run did not repeat that check group.
+    /// because this run did not repeat that check group in that configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub from_run: Option<String>,
+    /// Where a runtime, pipeline or data check ran (processes, emulated or not, versions);
+    /// `verify-report.json` keeps the latest result of each check in each configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<Configuration>,
+}
+
+/// The configuration a harness check ran in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Configuration {
+    /// Processes (ranks) on this machine: 1, or N under torchrun.
+    pub processes: u32,
+    pub emulated: bool,
+    /// `torch.__version__` of the interpreter, when the harness got that far.
+    pub torch: Option<String>,
+    /// `torch_npu.__version__` (emulated: the stand-in's, which names the release it pairs
+    /// with), when the program imported it.
+    pub torch_npu: Option<String>,
+    /// `label()`, for readers of the JSON.
+    pub label: String,
+}
+
+impl Configuration {
+    pub fn new(
+        processes: u32,
+        emulated: bool,
+        torch: Option<String>,
+        torch_npu: Option<String>,
+    ) -> Configuration {
+        let mut label = if processes == 1 {
+            "1 process".to_owned()
+        } else {
+            format!("{processes} processes under torchrun")
+        };
+        label.push_str(if emulated { ", emulated npu" } else { ", npu" });
+        if let Some(torch) = &torch {
+            let _ = write!(label, ", torch {torch}");
+        }
+        if let Some(npu) = &torch_npu {
+            let _ = write!(label, ", torch-npu {npu}");
+        }
+        Configuration {
+            processes,
+            emulated,
+            torch,
+            torch_npu,
+            label,
+        }
+    }
+
+    /// The same processes, device and versions; a version one of them does not know (a run that
+    /// died before it could tell) matches any.
+    fn same(&self, other: &Configuration) -> bool {
+        let version = |a: &Option<String>, b: &Option<String>| match (a, b) {
+            (Some(a), Some(b)) => a == b,
+            _ => true,
+        };
+        self.processes == other.processes
+            && self.emulated == other.emulated
+            && version(&self.torch, &other.torch)
+            && version(&self.torch_npu, &other.torch_npu)
+    }
 }
 
 impl Check {
@@ -66,6 +127,7 @@ impl Check {
             emulated: false,
             from_run: None,
             data: None,
+            configuration: None,
         }
     }
 
@@ -148,9 +210,16 @@ pub struct HarnessRunInfo {
     pub timed_out: bool,
     /// Timing facts the harness reported (torch import, program start, program time, …).
     pub timing: serde_json::Map<String, serde_json::Value>,
-    /// The last lines it printed, when it failed.
+    /// The last lines it printed, when it or the program's run failed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub output_tail: Option<String>,
+    /// Its whole output, kept in the project (`migrate_to_cloudrobo/logs/verify_…_<mode>.log`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
+    /// What this run created in the project and verify moved aside before the next run of the
+    /// same call (`--pipeline --data`), where it now is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub set_aside: Vec<String>,
 }
 
 /// The whole report.
@@ -218,32 +287,48 @@ impl Report {
         self.summary = counts;
     }
 
-    /// This report plus, from `previous`, the check groups this run did not repeat, so that
-    /// `verify-report.json` holds the latest result of every group (`--runtime --pipeline` in one
-    /// run and `--data` in the next both stay on record). Kept checks carry `from_run`.
+    /// This report plus, from `previous`, the checks of each group this run did not repeat in
+    /// their configuration, so that `verify-report.json` holds the latest result of every check
+    /// in every configuration (`--runtime --pipeline` in one run and `--data` in the next both
+    /// stay on record, and so do a one-process and a two-rank pipeline run). Kept checks carry
+    /// `from_run`. A kept check without a configuration (an older report) goes when its group
+    /// runs again in any configuration.
     #[must_use]
     pub fn with_previous(&self, previous: &Report) -> Report {
         let mut merged = self.clone();
         if previous.project != self.project {
             return merged;
         }
-        for mode in &previous.modes {
-            if mode == "static" || self.modes.contains(mode) {
+        let group = |name: &str| name.split('.').next().unwrap_or(name).to_owned();
+        let ran: Vec<(String, Option<&Configuration>)> = self
+            .checks
+            .iter()
+            .map(|c| (group(&c.name), c.configuration.as_ref()))
+            .collect();
+        for check in &previous.checks {
+            let g = group(&check.name);
+            if g == "static" || g == "entry" || !previous.modes.contains(&g) {
                 continue;
             }
-            let prefix = format!("{mode}.");
-            let kept = previous
-                .checks
-                .iter()
-                .filter(|c| c.name.starts_with(&prefix));
-            for check in kept {
-                let mut check = check.clone();
-                check
-                    .from_run
-                    .get_or_insert_with(|| previous.generated_at.clone());
-                merged.checks.push(check);
+            let repeated = ran.iter().any(|(rg, rc)| {
+                *rg == g
+                    && match (&check.configuration, rc) {
+                        (Some(old), Some(new)) => old.same(new),
+                        (Some(_), None) => false,
+                        (None, _) => true,
+                    }
+            });
+            if repeated || (check.configuration.is_none() && self.modes.contains(&g)) {
+                continue;
             }
-            merged.modes.push(mode.clone());
+            let mut check = check.clone();
+            check
+                .from_run
+                .get_or_insert_with(|| previous.generated_at.clone());
+            merged.checks.push(check);
+            if !merged.modes.contains(&g) {
+                merged.modes.push(g);
+            }
         }
         merged.finish();
         merged
@@ -384,6 +469,137 @@ mod tests {
         let mut other = first.clone();
         other.project = "elsewhere".into();
         assert_eq!(second.with_previous(&other), second);
+    }
+
+    #[test]
+    fn each_configuration_keeps_its_latest_result() {
+        let one = Configuration::new(1, true, Some("2.6.0".into()), Some("2.6.0.post5".into()));
+        let two = Configuration::new(2, true, Some("2.6.0".into()), Some("2.6.0.post5".into()));
+        assert_eq!(
+            two.label,
+            "2 processes under torchrun, emulated npu, torch 2.6.0, torch-npu 2.6.0.post5"
+        );
+        let run = |at: &str, modes: &[&str], checks: Vec<(&str, Status, &Configuration)>| {
+            let mut report = Report::new(
+                "demo",
+                modes.iter().map(|m| (*m).to_owned()).collect(),
+                true,
+            );
+            report.generated_at = at.into();
+            for (name, status, configuration) in checks {
+                let mut check = Check::new(name, status, "d");
+                check.configuration = Some(configuration.clone());
+                report.checks.push(check);
+            }
+            report.finish();
+            report
+        };
+        let first = run(
+            "2026-01-01T00:00:00Z",
+            &["static", "pipeline", "data"],
+            vec![
+                ("pipeline.run", Status::Pass, &one),
+                ("data.run", Status::Pass, &one),
+            ],
+        );
+        // A two-rank pipeline run keeps the one-process results of both groups.
+        let second = run(
+            "2026-01-02T00:00:00Z",
+            &["static", "pipeline"],
+            vec![("pipeline.run", Status::Fail, &two)],
+        );
+        let merged = second.with_previous(&first);
+        let seen: Vec<(&str, &str, Option<&str>)> = merged
+            .checks
+            .iter()
+            .map(|c| {
+                (
+                    c.name.as_str(),
+                    c.configuration.as_ref().unwrap().label.as_str(),
+                    c.from_run.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("pipeline.run", two.label.as_str(), None),
+                (
+                    "pipeline.run",
+                    one.label.as_str(),
+                    Some("2026-01-01T00:00:00Z")
+                ),
+                ("data.run", one.label.as_str(), Some("2026-01-01T00:00:00Z")),
+            ]
+        );
+        assert_eq!(merged.exit_code(), 1);
+        assert_eq!(second.exit_code(), 1);
+        // The one-process pipeline run again replaces only its own result.
+        let third = run(
+            "2026-01-03T00:00:00Z",
+            &["static", "pipeline"],
+            vec![("pipeline.run", Status::Pass, &one)],
+        );
+        let merged = third.with_previous(&merged);
+        let runs: Vec<(&str, Status, Option<&str>)> = merged
+            .checks
+            .iter()
+            .filter(|c| c.name == "pipeline.run")
+            .map(|c| {
+                (
+                    c.configuration.as_ref().unwrap().label.as_str(),
+                    c.status,
+                    c.from_run.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            runs,
+            [
+                (one.label.as_str(), Status::Pass, None),
+                (
+                    two.label.as_str(),
+                    Status::Fail,
+                    Some("2026-01-02T00:00:00Z")
+                ),
+            ]
+        );
+        assert_eq!(merged.checks.len(), 3);
+        // Another torch is another configuration.
+        let newer = Configuration::new(1, true, Some("2.7.1".into()), Some("2.7.1".into()));
+        let fourth = run(
+            "2026-01-04T00:00:00Z",
+            &["static", "data"],
+            vec![("data.run", Status::Pass, &newer)],
+        );
+        assert_eq!(
+            fourth
+                .with_previous(&merged)
+                .checks
+                .iter()
+                .filter(|c| c.name == "data.run")
+                .count(),
+            2
+        );
+    }
+
+    #[test]
+    fn a_run_that_could_not_tell_its_versions_replaces_the_result_of_its_configuration() {
+        let known = Configuration::new(1, true, Some("2.6.0".into()), Some("2.6.0.post5".into()));
+        let died = Configuration::new(1, true, Some("2.6.0".into()), None);
+        let with = |configuration: &Configuration, status: Status, at: &str| {
+            let mut report = Report::new("demo", vec!["static".into(), "pipeline".into()], true);
+            report.generated_at = at.into();
+            let mut check = Check::new("pipeline.run", status, "d");
+            check.configuration = Some(configuration.clone());
+            report.checks.push(check);
+            report.finish();
+            report
+        };
+        let first = with(&known, Status::Pass, "2026-01-01T00:00:00Z");
+        let merged = with(&died, Status::Fail, "2026-01-02T00:00:00Z").with_previous(&first);
+        assert_eq!(merged.checks.len(), 1);
+        assert_eq!(merged.checks[0].status, Status::Fail);
     }
 
     #[test]

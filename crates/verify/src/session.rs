@@ -4,7 +4,7 @@
 use crate::cli::Args;
 use crate::launch::Launch;
 use crate::plan::Plan;
-use crate::report::{Check, Report, Status};
+use crate::report::{Check, Configuration, Report, Status};
 use crate::{envcheck, harness, interpreter, output, statics};
 use std::ffi::OsString;
 use std::fmt::Write as _;
@@ -190,6 +190,7 @@ impl Session<'_> {
                 self.interpreter.info().command.join(" ")
             ),
         );
+        let first_check = self.report.checks.len();
         let env = self.env(ranks);
         let job = harness::Job {
             mode,
@@ -200,7 +201,7 @@ impl Session<'_> {
             shell,
             ranks,
         };
-        let outcome = match harness::run(&self.workspace, &self.interpreter, job) {
+        let mut outcome = match harness::run(&self.workspace, &self.interpreter, job) {
             Ok(o) => o,
             Err(e) => {
                 self.report.checks.push(Check::fail(
@@ -222,7 +223,23 @@ impl Session<'_> {
                 .and_then(serde_json::Value::as_str)
                 .map(str::to_owned);
         }
-        self.report.checks.extend(outcome.checks.iter().cloned());
+        let command = match (mode, &self.report.entry) {
+            ("pipeline" | "data", Some(entry)) => entry.command.join(" "),
+            _ => self.interpreter.info().command.join(" "),
+        };
+        if let Err(why) = harness::keep_logs(&self.root, &command, &mut outcome) {
+            output::progress(
+                false,
+                &format!("warning: the {mode} run's log was not kept: {why}"),
+            );
+        }
+        let run_failed = self.report_output(&outcome);
+        if let Some(log) = &outcome.kept_log {
+            output::progress(
+                self.args.quiet,
+                &format!("{mode}: the program's output is in {log}"),
+            );
+        }
         // The emulator's own limit stopped the run: no verdict on the user's code, in either direction.
         if outcome.checks.iter().any(|c| {
             c.data
@@ -244,8 +261,67 @@ impl Session<'_> {
         if outcome.never_started() || outcome.spawn_error.is_some() || outcome.interrupted {
             self.report.incomplete = true;
         }
-        self.report.harness_runs.push(outcome.info());
+        let configuration = self.configuration(&outcome, ranks);
+        for check in &mut self.report.checks[first_check..] {
+            check.configuration = Some(configuration.clone());
+        }
+        let mut info = outcome.info();
+        if run_failed && info.output_tail.is_none() {
+            info.output_tail = Some(outcome.tail.clone());
+        }
+        self.report.harness_runs.push(info);
         Some(outcome)
+    }
+
+    /// The configuration `outcome` ran in: its processes, emulated or not, and the versions the
+    /// harness reported.
+    fn configuration(&self, outcome: &harness::Outcome, ranks: Option<u32>) -> Configuration {
+        let version = |name: &str| {
+            outcome
+                .facts
+                .get("versions")
+                .and_then(|v| v.get(name))
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_owned)
+        };
+        Configuration::new(
+            ranks.unwrap_or(1),
+            self.args.emulate_npu,
+            version("torch"),
+            version("torch_npu"),
+        )
+    }
+
+    /// Add the run's checks to the report; a failed `<mode>.run` check (the program ended before
+    /// its steps or batches, erred, or exited having trained nothing) quotes the program's last
+    /// output and names the kept log. Whether such a check failed.
+    fn report_output(&mut self, outcome: &harness::Outcome) -> bool {
+        let run = format!("{}.run", outcome.mode);
+        let mut failed = false;
+        for check in &outcome.checks {
+            let mut check = check.clone();
+            if check.name == run && check.status == Status::Fail {
+                failed = true;
+                let output = outcome.program_output();
+                if output.trim().is_empty() {
+                    check.detail.push_str("; the program printed nothing");
+                } else {
+                    let _ = write!(check.detail, "; its last output:\n{output}");
+                }
+                if let Some(log) = &outcome.kept_log {
+                    let _ = write!(check.detail, "\n(all of it: {log})");
+                }
+                let data = check.data.get_or_insert_with(|| serde_json::json!({}));
+                if let Some(data) = data.as_object_mut() {
+                    data.insert("output_tail".into(), output.into());
+                    if let Some(log) = &outcome.kept_log {
+                        data.insert("log".into(), log.clone().into());
+                    }
+                }
+            }
+            self.report.checks.push(check);
+        }
+        failed
     }
 
     pub(crate) fn run_all(&mut self, plan: Result<Plan, String>) {
@@ -298,7 +374,11 @@ impl Session<'_> {
         }
         match (ranks, &plan.entry_file) {
             (Some(n), _) => {
-                let _ = write!(detail, "; {n} processes under torchrun (one per card)");
+                let _ = write!(
+                    detail,
+                    "; {n} processes under torchrun (one per card; run as `python -m torch.distributed.run` of \
+                     the interpreter, so no torchrun on PATH is needed)"
+                );
             }
             (None, Some(entry)) if self.args.pipeline => {
                 let launchers = crate::launch::project_launchers(&self.root, entry);
@@ -320,9 +400,18 @@ impl Session<'_> {
             _ => None,
         };
         self.report.entry = Some(plan.info);
+        // Both runs in one call: what the pipeline run creates must not change the data run.
+        let before = (self.args.pipeline && self.args.data)
+            .then(|| crate::isolate::snapshot(&self.root))
+            .flatten();
         for (on, mode) in [(self.args.pipeline, "pipeline"), (self.args.data, "data")] {
             if !on {
                 continue;
+            }
+            if mode == "data"
+                && let Some(before) = &before
+            {
+                self.set_aside_pipeline_outputs(before);
             }
             let Some(mut request) = self.base_request() else {
                 return;
@@ -351,6 +440,56 @@ impl Session<'_> {
         }
     }
 
+    /// Move what the pipeline run created in the project aside (`isolate`), and say so.
+    fn set_aside_pipeline_outputs(&mut self, before: &std::collections::BTreeSet<PathBuf>) {
+        let Some(after) = crate::isolate::snapshot(&self.root) else {
+            return;
+        };
+        let created = crate::isolate::created(before, &after);
+        if created.is_empty() {
+            return;
+        }
+        let stamp = jiff::Timestamp::now().strftime("%Y%m%d_%H%M%S").to_string();
+        let listed = created
+            .iter()
+            .take(5)
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ");
+        match crate::isolate::set_aside(
+            &self.root,
+            &created,
+            &format!("verify_{stamp}_pipeline_outputs"),
+        ) {
+            Ok(folder) => {
+                output::progress(
+                    self.args.quiet,
+                    &format!(
+                        "data: the pipeline run created {} path(s) in the project ({listed}); moved to {folder} so \
+                         the data run starts from the project as the pipeline run found it",
+                        created.len()
+                    ),
+                );
+                if let Some(run) = self
+                    .report
+                    .harness_runs
+                    .iter_mut()
+                    .rev()
+                    .find(|r| r.mode == "pipeline")
+                {
+                    run.set_aside = created
+                        .iter()
+                        .map(|p| format!("{folder}/{}", p.display()))
+                        .collect();
+                }
+            }
+            Err(why) => output::progress(
+                false,
+                &format!("warning: the data run may see what the pipeline run created: {why}"),
+            ),
+        }
+    }
+
     fn runtime(&mut self) {
         let Some(request) = self.base_request() else {
             return;
@@ -361,6 +500,17 @@ impl Session<'_> {
         if outcome.never_started() {
             return;
         }
+        let first_check = self.report.checks.len();
+        self.runtime_environment(&outcome);
+        let configuration = self.configuration(&outcome, None);
+        for check in &mut self.report.checks[first_check..] {
+            check.configuration = Some(configuration.clone());
+        }
+    }
+
+    /// The runtime checks verify makes itself from what the harness found: the visible devices
+    /// and the performance environment.
+    fn runtime_environment(&mut self, outcome: &harness::Outcome) {
         let count = outcome
             .facts
             .get("device_count")

@@ -283,7 +283,7 @@ fn a_program_without_optimizer_steps_fails() {
         run["detail"]
             .as_str()
             .unwrap()
-            .contains("ended after 1 of 2 optimizer steps"),
+            .contains("returned normally after 1 of 2 optimizer steps"),
         "{run:#}"
     );
 }

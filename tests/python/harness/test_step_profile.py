@@ -214,3 +214,46 @@ def test_on_a_real_npu_the_verdict_comes_from_the_dispatchers_registrations(npu:
     kind, message = verdict(aten.nonzero.default)
     assert kind == "fallback" and "'aten::nonzero'" in message, message
     assert step_profile.out_variants(torch, aten.softplus_backward.default) == ["softplus_backward.grad_input"]
+
+
+def logging_step(batch: int) -> None:
+    x = torch.randn(batch, 4, device="npu")
+    loss = (x * 2).mean()
+    acc = (x > 0).float().mean()
+    grad_norm = x.norm()
+    logged = {"loss": loss.item()}  # LOG_LOSS
+    logged["acc"] = acc.item()  # LOG_ACC
+    logged["grad_norm"] = grad_norm.item()  # LOG_NORM
+    logged["max"] = x.max().item()  # LOG_MAX
+    del logged
+
+
+def test_one_scalar_per_logged_value_is_within_the_allowance_and_more_is_not(
+    npu: torch.device, paired_table: dict[str, Any]
+) -> None:
+    # Four logged scalars a step: four syncs, over SYNCS_PER_STEP_OK, but each is one `.item()` of a logged value.
+    profile, observer = profiled(logging_step, [4, 4, 4])
+    results = Recorder()
+    step_profile.report(results, profile, observer, 3)
+    syncs = results.checks["pipeline.syncs"]
+    assert syncs["status"] == "pass", syncs
+    assert syncs["data"]["per_step"] == [4, 4]
+    assert syncs["data"]["beyond_scalar_logging"] == [0, 0]
+    logged = [site(m) for m in ("LOG_LOSS", "LOG_ACC", "LOG_NORM", "LOG_MAX")]
+    assert syncs["data"]["scalar_logging"] == {"allowance": step_profile.SCALAR_LOGGING_ALLOWANCE, "sites": logged}
+    assert "4 line(s) read one scalar each per step (logging, allowed up to 8 lines)" in syncs["detail"], syncs
+
+    # A line that reads a scalar per element is no logging: it warns, and the allowance does not cover it.
+    def per_element(batch: int) -> None:
+        logging_step(batch)
+        x = torch.randn(batch, device="npu")
+        for i in range(batch):
+            x[i].item()  # PER_ELEMENT
+
+    profile, observer = profiled(per_element, [4, 4, 4])
+    results = Recorder()
+    step_profile.report(results, profile, observer, 3)
+    syncs = results.checks["pipeline.syncs"]
+    assert syncs["status"] == "warn", syncs
+    assert site("PER_ELEMENT") not in syncs["data"]["scalar_logging"]["sites"]
+    assert syncs["data"]["beyond_scalar_logging"] == [4, 4]

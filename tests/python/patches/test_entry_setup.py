@@ -1,7 +1,7 @@
 """The NPU setup that ``npu-scan --fix`` inserts into entry files (P_ENT) is idempotent in one process.
 
 Two fixed entries that import each other, or a fixed entry that imports a module with its own setup, run the
-setup twice; the second ``build_vla_patcher().apply()`` keeps the first patcher and does nothing. The setup text
+setup twice; the second ``_NPU_PATCHER.apply()`` keeps the first patcher and does nothing. The setup text
 is read from the scanner's P_ENT fix snapshot, so these tests run exactly what ``--fix`` inserts, with the
 stand-in ``torch_npu`` importable so that the setup's Ascend branch is taken.
 """
@@ -42,7 +42,7 @@ def inserted_setup(depth: int) -> str:
             elif added:
                 break
         block = "\n".join(added) + "\n"
-        if "build_vla_patcher().apply()" in block and block.startswith("try:"):
+        if "_NPU_PATCHER.apply()" in block and block.startswith("try:"):
             return block
     raise AssertionError(f"{SNAPSHOT} has no inserted P_ENT setup for a file {depth} directories deep")
 

@@ -14,6 +14,11 @@ pub struct Check {
     pub name: String,
     pub status: String,
     pub detail: String,
+    /// The configuration it ran in (`configuration.label`: processes, emulated or not,
+    /// versions), for runtime, pipeline and data checks.
+    pub configuration: Option<String>,
+    /// When it ran: `from_run` for a result kept from an earlier run, else the report's time.
+    pub at: Option<String>,
 }
 
 /// What the verify report said, or why it could not be read.
@@ -42,6 +47,7 @@ pub fn read_verify(path: &Path) -> Verify {
     let Some(list) = value.get("checks").and_then(Value::as_array) else {
         return Verify::Unreadable("it has no top-level `checks` list".to_owned());
     };
+    let report_at = field(&value, &["generated_at"]);
     let checks = list
         .iter()
         .map(|c| Check {
@@ -50,6 +56,12 @@ pub fn read_verify(path: &Path) -> Verify {
                 .unwrap_or_else(|| "?".to_owned())
                 .to_lowercase(),
             detail: field(c, &["detail", "message", "remedy"]).unwrap_or_default(),
+            configuration: c
+                .get("configuration")
+                .and_then(|v| v.get("label"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+            at: field(c, &["from_run"]).or_else(|| report_at.clone()),
         })
         .collect();
     let at = field(

@@ -399,11 +399,34 @@ fn verify(inputs: &Inputs) -> String {
                 let _ = write!(out, " ({at})");
             }
             let _ = writeln!(out, ": {}.\n", tally(checks));
-            let rows: Vec<[String; 3]> = checks
+            if checks.iter().all(|c| c.configuration.is_none()) {
+                let rows: Vec<[String; 3]> = checks
+                    .iter()
+                    .map(|c| [c.name.clone(), c.status.clone(), c.detail.clone()])
+                    .collect();
+                out.push_str(&table(&["Check", "Status", "Detail"], &rows));
+                return out;
+            }
+            // The latest result of each check in each configuration it ran in (the report
+            // keeps them all), grouped by configuration.
+            let mut sorted: Vec<&super::records::Check> = checks.iter().collect();
+            sorted.sort_by(|a, b| a.configuration.cmp(&b.configuration));
+            let rows: Vec<[String; 5]> = sorted
                 .iter()
-                .map(|c| [c.name.clone(), c.status.clone(), c.detail.clone()])
+                .map(|c| {
+                    [
+                        c.name.clone(),
+                        c.configuration.clone().unwrap_or_else(|| "-".to_owned()),
+                        c.at.clone().unwrap_or_default(),
+                        c.status.clone(),
+                        c.detail.clone(),
+                    ]
+                })
                 .collect();
-            out.push_str(&table(&["Check", "Status", "Detail"], &rows));
+            out.push_str(&table(
+                &["Check", "Configuration", "Ran", "Status", "Detail"],
+                &rows,
+            ));
             out
         }
     }
@@ -444,7 +467,15 @@ fn known_issues(inputs: &Inputs) -> String {
                 } else {
                     format!(": {}", c.detail)
                 };
-                bullets.push(format!("verify check `{}` is {}{detail}", c.name, c.status));
+                let during = c
+                    .configuration
+                    .as_ref()
+                    .map(|label| format!(" ({label})"))
+                    .unwrap_or_default();
+                bullets.push(format!(
+                    "verify check `{}`{during} is {}{detail}",
+                    c.name, c.status
+                ));
             }
         }
     }

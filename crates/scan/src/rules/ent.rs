@@ -162,10 +162,31 @@ impl Rule for EntryWithoutNpu {
                 }
             }
             related.sort_by(|a, b| (&a.file, a.line, a.column).cmp(&(&b.file, b.line, b.column)));
-            let covers = match related.len() {
-                0 => String::new(),
-                1 => ", which also covers the CUDA call site listed in related".to_owned(),
-                n => format!(", which also covers the {n} CUDA call sites listed in related"),
+            // A site transfer_to_npu leaves CUDA's is not covered by the setup: it says so.
+            let mut edits = 0;
+            for site in &mut related {
+                if site.note.contains("CUDA's") {
+                    edits += 1;
+                    site.note = format!(
+                        "needs an edit, the entry setup does not cover it: {}",
+                        site.note
+                    );
+                }
+            }
+            let covers = match (related.len(), edits) {
+                (0, _) => String::new(),
+                (1, 0) => ", which also covers the CUDA call site listed in related".to_owned(),
+                (n, 0) => format!(", which also covers the {n} CUDA call sites listed in related"),
+                (n, e) if e == n => format!(
+                    "; it does not cover the {n} CUDA call site(s) listed in related (transfer_to_npu leaves \
+                     them CUDA's): edit each to take its device from the caller or the config"
+                ),
+                (n, e) => format!(
+                    ", which also covers {} of the {n} CUDA call sites listed in related; the {e} marked \
+                     `needs an edit` stay CUDA's under transfer_to_npu: edit each to take its device from the \
+                     caller or the config",
+                    n - e
+                ),
             };
             let message = format!(
                 "this {} entry point runs torch code but never imports torch_npu or applies \
@@ -716,6 +737,50 @@ mod tests {
             notes
                 .iter()
                 .any(|(l, n)| *l == 5 && n.contains("stays CUDA's")),
+            "{notes:?}"
+        );
+    }
+
+    #[test]
+    fn an_entry_issue_says_which_related_sites_its_setup_covers_and_which_need_an_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("train.py"),
+            "import torch\n\n\ndef main():\n    x = torch.zeros(3, device=\"cuda\")\n    \
+             d = torch.device(\"cuda\")\n    return x, d\n\n\nif __name__ == \"__main__\":\n    main()\n",
+        )
+        .unwrap();
+        let result = crate::scan(dir.path(), &crate::Settings::default()).unwrap();
+        let entry = result
+            .issues
+            .iter()
+            .find(|i| i.pattern == "P_ENT" && i.file == "train.py" && i.line == 10)
+            .unwrap_or_else(|| panic!("{:#?}", result.issues));
+        assert!(
+            entry.message.contains(
+                ", which also covers 1 of the 2 CUDA call sites listed in related; the 1 marked `needs an edit` \
+                 stay CUDA's under transfer_to_npu"
+            ),
+            "{}",
+            entry.message
+        );
+        let notes: Vec<(u32, &str)> = entry
+            .related
+            .iter()
+            .map(|r| (r.line, r.note.as_str()))
+            .collect();
+        assert!(
+            notes[0].0 == 5
+                && notes[0]
+                    .1
+                    .starts_with("\"cuda\" device string (becomes npu"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].0 == 6
+                && notes[1]
+                    .1
+                    .starts_with("needs an edit, the entry setup does not cover it: "),
             "{notes:?}"
         );
     }

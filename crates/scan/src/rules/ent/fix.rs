@@ -4,7 +4,8 @@
 //! The setup does nothing where `torch_npu` is not installed (a CUDA or CPU machine), so the
 //! fix is safe. On an Ascend machine it imports `torch_npu` and `transfer_to_npu` and applies
 //! the runtime patcher from `migrate_to_cloudrobo/runtime_patches.py` of the project root
-//! (`npu-assets init` puts it there), found from the file's own location.
+//! (`npu-assets init` puts it there), found from the file's own location, and keeps it in
+//! `_NPU_PATCHER` (`None` without `torch_npu`) for `_NPU_PATCHER.print_report()`.
 
 use crate::facts::FileFacts;
 use crate::fix;
@@ -32,6 +33,7 @@ try:
     from torch_npu.contrib import transfer_to_npu  # noqa: F401  remaps leftover cuda calls to npu
 except ImportError:  # no torch_npu: not an Ascend machine, nothing to set up
     torch_npu = None
+_NPU_PATCHER = None  # the runtime patcher; `_NPU_PATCHER.print_report()` shows which patches fired
 if torch_npu is not None:
     import os as _npu_os
     import sys as _npu_sys
@@ -39,7 +41,8 @@ if torch_npu is not None:
     _npu_sys.path.insert(0, _npu_os.path.join({dir}, \"{ASSETS_DIR}\"))
     from runtime_patches import build_vla_patcher
 
-    build_vla_patcher().apply()
+    _NPU_PATCHER = build_vla_patcher()
+    _NPU_PATCHER.apply()
 "
     );
     let content = if only_as_main {
