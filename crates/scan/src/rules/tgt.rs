@@ -53,7 +53,7 @@ impl Rule for HostTargets {
         let sem = cx.semantic();
         let host_class = sem
             .current_class()
-            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
+            .is_some_and(|c| crate::names::is_host_class(&c.name, &c.bases));
         let direct = analysis::in_step_code(sem) || analysis::in_update_code(sem);
         let mut step = !host_class && (direct || analysis::in_project_step(sem));
         // A free helper that the step reaches across files: a round trip it returns to its
@@ -265,7 +265,7 @@ fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
         && !f.name.starts_with("__")
         && !f.name.contains("init")
         && class.name.ends_with("Trainer")
-        && !analysis::is_host_class(&class.name, &class.bases)
+        && !crate::names::is_host_class(&class.name, &class.bases)
 }
 
 /// A method named after the returns, advantages or targets it computes (of a rollout buffer

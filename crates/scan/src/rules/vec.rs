@@ -46,7 +46,7 @@ impl Rule for PerElementLoop {
         // Callbacks, metrics, buffers and environments run on the host around the step. A
         // tokenizer that is an `nn.Module` (a learned or entropy-based one) runs on tensors.
         if sem.current_class().is_some_and(|c| {
-            analysis::is_host_class(&c.name, &c.bases)
+            crate::names::is_host_class(&c.name, &c.bases)
                 && !(sem.in_module_method() && c.name.ends_with("Tokenizer"))
         }) {
             return;
