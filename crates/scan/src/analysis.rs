@@ -11,7 +11,8 @@ mod values;
 pub use dataflow::{Flow, classify};
 pub use step::{
     device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
-    is_inference_name, is_module_level, is_setup_function, reached_by_step, training_loop_body,
+    is_inference_name, is_module_level, is_rollout, is_setup_function, reached_by_step,
+    training_loop_body,
 };
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;

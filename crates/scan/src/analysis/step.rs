@@ -116,6 +116,35 @@ fn is_update_name(lower: &str) -> bool {
         .any(|p| lower.starts_with(p))
 }
 
+/// A rollout: `body` steps or resets an environment (`env.step(action)`, `self.eval_env.reset()`,
+/// `envs.step(...)`) and runs no backward pass or optimizer step itself. Whatever it pulls to the
+/// host goes to the simulator, which needs it there; when the same body also trains (an RL
+/// script's loop), it is step code all the same.
+pub fn is_rollout(body: &[Stmt]) -> bool {
+    let (mut env, mut trains) = (false, false);
+    crate::walk::try_each_expr(body, |e| {
+        if let Expr::Call(call) = e
+            && let Expr::Attribute(a) = call.func.as_ref()
+        {
+            let receiver = last_name(&a.value).to_ascii_lowercase();
+            match a.attr.as_str() {
+                "step" | "reset" if receiver.contains("env") => env = true,
+                "step" if receiver.contains("optim") || receiver.contains("scaler") => {
+                    trains = true;
+                }
+                "backward" => trains = true,
+                _ => {}
+            }
+        }
+        if trains {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    env && !trains
+}
+
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
 /// inference, in rollouts or around loading and logging.
 pub fn in_inference_code(sem: &Semantic<'_>) -> bool {

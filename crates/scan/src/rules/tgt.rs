@@ -25,7 +25,8 @@ pub const RULE: RuleInfo = RuleInfo {
 };
 
 /// The end of a pull's message in a return or advantage computation.
-const RETURNS: &str = "computes returns or advantages from it on the host";
+const RETURNS: &str = "computes returns or advantages from it on the host (check that it runs in \
+     training: in an evaluation rollout whose values go to the environment it costs no step)";
 
 /// Calls that turn host data into a tensor.
 const TO_TENSOR: &[&str] = &[
@@ -68,7 +69,9 @@ impl Rule for HostTargets {
             script_loop = true;
         }
         // Inference and rollouts hand their results to the robot or the environment anyway.
-        let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
+        let training = !in_data_code(sem)
+            && !analysis::in_inference_code(sem)
+            && !analysis::is_rollout(func.body);
         // A method handed a data loader runs the evaluation loop itself, not one step of it.
         let loops_data = sem
             .current_function()

@@ -137,7 +137,9 @@ impl Rule for PerElementLoop {
                 range,
                 format!(
                     "{what}: each iteration launches small NPU ops and stalls the op queue; \
-                     vectorize it over the batch (see P_VEC.md)"
+                     vectorize it over the batch (see P_VEC.md); check first that the loop walks the \
+                     batch or its elements: a small fixed set (cameras, layers, heads) or a rollout \
+                     over environment steps is not per-sample work"
                 ),
             );
         }
