@@ -44,6 +44,7 @@ pub struct Args {
 
 /// The `--corpus` mode and its flags.
 #[derive(clap::Args, Default)]
+#[command(group(clap::ArgGroup::new("corpus_mode").args(["enabled", "split"]).multiple(true)))]
 #[allow(
     clippy::struct_excessive_bools,
     reason = "independent command-line flags"
@@ -54,19 +55,32 @@ pub struct CorpusArgs {
     #[arg(long = "corpus", conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"])]
     pub enabled: bool,
     /// With `--corpus`: rewrite `corpus/baseline.tsv` from today's findings.
-    #[arg(long, requires = "enabled")]
+    #[arg(long, requires = "corpus_mode")]
     pub update_baseline: bool,
     /// With `--corpus`: fail on a malformed label row (as CI does).
-    #[arg(long, requires = "enabled")]
+    #[arg(long, requires = "corpus_mode")]
     pub strict_labels: bool,
     /// With `--corpus`: also the GitHub part, the manifest's repositories read from local git
     /// mirrors (see `--git-mirrors`).
-    #[arg(long, requires = "enabled")]
+    #[arg(long, requires = "corpus_mode")]
     pub git: bool,
     /// With `--git`: the directory of the git mirrors, `DIR/<owner>+<name>[/repo]` (default:
     /// `$NPU_PATCHER_CORPUS_GIT_MIRRORS`).
     #[arg(long, value_name = "DIR", requires = "git")]
     pub git_mirrors: Option<PathBuf>,
+    /// Measure on the corpus (as `--corpus`) and also report the test part of split `K`
+    /// (default 0): the labelled trees dealt into 3 folds by project name, fold `K` the test
+    /// part, the others the dev part. Change rules looking at the dev part; judge them by the
+    /// test part, and rotate `K` over 0..2.
+    #[arg(
+        long,
+        value_name = "K",
+        num_args = 0..=1,
+        default_missing_value = "0",
+        value_parser = clap::value_parser!(u8).range(0..3),
+        conflicts_with_all = ["dir", "rules_doc", "format", "min_precision", "min_recall"]
+    )]
+    pub split: Option<u8>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Default, PartialEq, Eq)]
@@ -130,7 +144,7 @@ fn ratio(a: usize, b: usize) -> f64 {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    if args.corpus.enabled {
+    if args.corpus.enabled || args.corpus.split.is_some() {
         return crate::corpus::run(&crate::corpus::Options {
             strict_labels: args.corpus.strict_labels,
             update_baseline: args.corpus.update_baseline,
@@ -138,6 +152,7 @@ pub fn run(args: &Args) -> Result<()> {
             git: args.corpus.git.then(|| crate::corpus::GitPart {
                 mirrors: args.corpus.git_mirrors.clone(),
             }),
+            split: args.corpus.split.map(usize::from),
         });
     }
     if args.rules_doc == Some(RulesDoc::Write) {

@@ -3,18 +3,15 @@
 //! and finding expressions with their ancestors. [`values`] judges what a value is and
 //! [`dataflow`] where a new tensor goes.
 
-mod callgraph;
 mod dataflow;
 mod step;
 pub mod tensors;
 mod values;
 
-pub(crate) use callgraph::FileRead;
-pub use callgraph::StepGraph;
 pub use dataflow::{Flow, classify};
 pub use step::{
     device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
-    is_host_class, is_inference_name, is_module_level, is_setup_function, reached_by_step,
+    is_inference_name, is_module_level, is_rollout, is_setup_function, reached_by_step,
     training_loop_body,
 };
 use values::TENSOR_ATTRS;
@@ -27,7 +24,6 @@ use crate::source::ast::{self, Expr, ExprContext, Ranged, Stmt};
 use crate::walk::{self, Visitor};
 use std::cell::{OnceCell, RefCell};
 use std::collections::{HashMap, HashSet};
-use std::ops::ControlFlow;
 
 /// A function definition's parts.
 pub struct Function<'a> {
@@ -373,45 +369,7 @@ pub fn find<'a>(body: &'a [Stmt], pred: impl FnMut(&'a Expr) -> bool) -> Vec<Occ
     finder.out
 }
 
-struct EachExpr<F> {
-    f: F,
-    done: bool,
-}
-
-impl<'a, F: FnMut(&'a Expr) -> ControlFlow<()>> Visitor<'a> for EachExpr<F> {
-    fn visit_stmt(&mut self, stmt: &'a Stmt) {
-        // Nested functions and classes are analysed on their own.
-        if self.done
-            || matches!(
-                stmt,
-                Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_) | Stmt::ClassDef(_)
-            )
-        {
-            return;
-        }
-        walk::walk_stmt(self, stmt);
-    }
-
-    fn visit_expr(&mut self, expr: &'a Expr) {
-        if self.done {
-            return;
-        }
-        if (self.f)(expr).is_break() {
-            self.done = true;
-            return;
-        }
-        walk::walk_expr(self, expr);
-    }
-}
-
-/// Calls `f` on every expression of `body` (nested functions and classes excluded), in the
-/// order of [`find`], until it breaks; true when it did. Cheaper than [`find`] when the
-/// ancestors are not needed.
-pub fn try_each_expr<'a>(body: &'a [Stmt], f: impl FnMut(&'a Expr) -> ControlFlow<()>) -> bool {
-    let mut each = EachExpr { f, done: false };
-    each.visit_body(body);
-    each.done
-}
+pub use crate::walk::try_each_expr;
 
 /// The statement list of `body` (or of a block nested in it, nested functions and classes
 /// excluded) that holds `target` itself.

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 pub struct ModuleClasses {
     names: HashSet<String>,
     /// The project's per-step call graph, read from the same texts.
-    pub steps: crate::analysis::StepGraph,
+    pub steps: crate::callgraph::StepGraph,
 }
 
 /// One `class` header: its name, the last segment of each base, and whether its body
@@ -29,7 +29,7 @@ struct Header {
 
 /// What [`ModuleClasses::collect`] reads of one file: its class headers and what the step
 /// graph needs.
-type Read = (Vec<Header>, crate::analysis::FileRead);
+type Read = (Vec<Header>, crate::callgraph::FileRead);
 
 impl ModuleClasses {
     /// Read the class headers and the step graph of every Python file in `entries` on
@@ -52,7 +52,7 @@ impl ModuleClasses {
             let text = String::from_utf8_lossy(&bytes);
             Some((
                 class_headers(&text),
-                crate::analysis::StepGraph::read(&entry.rel, &text),
+                crate::callgraph::StepGraph::read(&entry.rel, &text),
             ))
         };
         let reads =
@@ -67,7 +67,7 @@ impl ModuleClasses {
             files.push(file);
         }
         let mut classes = ModuleClasses::from_headers(&headers);
-        classes.steps = crate::analysis::StepGraph::from_reads(files);
+        classes.steps = crate::callgraph::StepGraph::from_reads(files);
         Ok(classes)
     }
 
@@ -105,7 +105,7 @@ impl ModuleClasses {
         }
         ModuleClasses {
             names,
-            steps: crate::analysis::StepGraph::default(),
+            steps: crate::callgraph::StepGraph::default(),
         }
     }
 

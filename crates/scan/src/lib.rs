@@ -29,6 +29,7 @@
 
 mod analysis;
 pub mod blocks;
+mod callgraph;
 pub mod checker;
 pub mod classes;
 pub mod cli;
@@ -38,6 +39,7 @@ pub mod facts;
 pub mod files;
 pub mod finding;
 pub mod fix;
+mod names;
 pub mod output;
 mod parallel;
 pub mod project;

@@ -80,7 +80,7 @@ impl Project {
         let mut files = BTreeMap::new();
         let mut modules: HashMap<String, Vec<String>> = HashMap::new();
         for f in facts {
-            let (module, _) = crate::semantic::module_name(&f.path);
+            let (module, _) = crate::names::module_name(&f.path);
             let parts: Vec<&str> = module.split('.').collect();
             for i in 0..parts.len() {
                 let name = parts[i..].join(".");

@@ -13,6 +13,7 @@
 //! [`crate::project`].
 
 use crate::classes::ModuleClasses;
+use crate::names::{is_training_step_name, module_name};
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Stmt};
 use foldhash::{HashMap, HashMapExt as _};
@@ -675,31 +676,6 @@ impl<'a> Semantic<'a> {
     }
 }
 
-/// `pkg/models/policy.py` → (`pkg.models.policy`, false); `pkg/__init__.py` → (`pkg`, true).
-pub fn module_name(path: &str) -> (String, bool) {
-    let stem = path.strip_suffix(".py").unwrap_or(path);
-    let mut parts: Vec<&str> = stem.split('/').filter(|p| !p.is_empty()).collect();
-    let is_package = parts.last() == Some(&"__init__");
-    if is_package {
-        parts.pop();
-    }
-    (parts.join("."), is_package)
-}
-
-/// Whether a lower-cased function name names a training step (`train_step`, `fit`,
-/// `val_epoch`, `..._step`).
-pub(crate) fn is_training_step_name(lower: &str) -> bool {
-    const EXACT: &[&str] = &["train", "fit", "step", "train_step", "training_step"];
-    if EXACT.contains(&lower) {
-        return true;
-    }
-    let words: Vec<&str> = lower.split('_').filter(|w| !w.is_empty()).collect();
-    let has = |w: &str| words.contains(&w);
-    (has("train") || has("training") || has("validation") || has("val") || has("eval"))
-        && (has("step") || has("epoch") || has("loop") || has("batch") || has("iter"))
-        || lower.ends_with("_step")
-}
-
 /// The source-like dotted text of a name or attribute chain (`nn.Module`), else `?`.
 pub fn dotted(expr: &Expr) -> String {
     match expr {
@@ -763,142 +739,4 @@ pub fn is_main_guard_test(test: &Expr) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn module_names() {
-        assert_eq!(
-            module_name("pkg/models/policy.py"),
-            ("pkg.models.policy".into(), false)
-        );
-        assert_eq!(module_name("pkg/__init__.py"), ("pkg".into(), true));
-        assert_eq!(module_name("train.py"), ("train".into(), false));
-    }
-
-    #[test]
-    fn relative_imports_resolve() {
-        let s = Semantic::new("pkg/models/policy.py");
-        assert_eq!(
-            s.import_from_module(1, Some("heads")).as_deref(),
-            Some("pkg.models.heads")
-        );
-        assert_eq!(
-            s.import_from_module(2, Some("utils")).as_deref(),
-            Some("pkg.utils")
-        );
-        assert_eq!(s.import_from_module(1, None).as_deref(), Some("pkg.models"));
-        assert_eq!(s.import_from_module(4, None), None);
-        let init = Semantic::new("pkg/__init__.py");
-        assert_eq!(
-            init.import_from_module(1, Some("a")).as_deref(),
-            Some("pkg.a")
-        );
-    }
-
-    #[test]
-    fn training_step_names() {
-        for yes in [
-            "training_step",
-            "train_one_epoch",
-            "train_loop",
-            "val_step",
-            "train",
-        ] {
-            assert!(is_training_step_name(yes), "{yes}");
-        }
-        for no in ["trainer_config", "build_dataset", "get_train_transforms"] {
-            assert!(!is_training_step_name(no), "{no}");
-        }
-    }
-
-    /// The comparisons that build nothing agree with comparing what `resolve` builds.
-    #[test]
-    fn comparisons_agree_with_resolve() {
-        let text = "import torch as th\n\
-            from torch import nn, randn\n\
-            import torch.nn.functional as F\n\
-            th\nth.cuda\nth.cuda.is_available\nnn.Linear\nF.relu\nrandn\nx.cuda\nth.x().y\n";
-        let parsed = crate::source::parse(text, "m.py").unwrap();
-        let mut sem = Semantic::new("m.py");
-        sem.prebind_module(&parsed.body);
-        let names = [
-            "",
-            "t",
-            "torch",
-            "torch.",
-            "torch.c",
-            "torch.cuda",
-            "torch.cuda.",
-            "torch.cuda.is_available",
-            "torch.cuda.is_available.x",
-            "torch.nn",
-            "torch.nn.Linear",
-            "torch.nn.functional.relu",
-            "torch.randn",
-            "torch.nn.functional",
-            "th",
-            "x.cuda",
-        ];
-        let mut resolved = 0;
-        for stmt in &parsed.body {
-            let Stmt::Expr(e) = stmt else { continue };
-            let q = sem.resolve(&e.value);
-            resolved += usize::from(q.is_some());
-            for name in names {
-                assert_eq!(
-                    sem.resolves_to(&e.value, name),
-                    q.as_deref() == Some(name),
-                    "{q:?} is {name}"
-                );
-                assert_eq!(
-                    sem.resolves_with_prefix(&e.value, name),
-                    q.as_deref().is_some_and(|q| q.starts_with(name)),
-                    "{q:?} starts with {name}"
-                );
-                assert_eq!(
-                    sem.matches(&e.value, &[name, "torch.cuda"]),
-                    q.as_deref().is_some_and(|q| q == name || q == "torch.cuda"),
-                    "{q:?} in [{name}, torch.cuda]"
-                );
-            }
-        }
-        assert_eq!(resolved, 6);
-    }
-
-    /// `torch` resolves in a file that never imports it (a snippet, a forgotten import), and
-    /// `nn`/`F`/`np` resolve only where a star import may have brought them.
-    #[test]
-    fn conventional_names_resolve_without_an_import() {
-        let resolve_all = |text: &str| {
-            let parsed = crate::source::parse(text, "m.py").unwrap();
-            let mut sem = Semantic::new("m.py");
-            sem.prebind_module(&parsed.body);
-            parsed
-                .body
-                .iter()
-                .filter_map(|s| match s {
-                    Stmt::Expr(e) => Some(sem.resolve(&e.value)),
-                    _ => None,
-                })
-                .collect::<Vec<_>>()
-        };
-        assert_eq!(
-            resolve_all("torch.cuda.synchronize\nnn.Linear\nF.relu\n"),
-            [Some("torch.cuda.synchronize".to_owned()), None, None]
-        );
-        assert_eq!(
-            resolve_all("from common import *\nnn.Linear\nF.relu\nnp.float64\nG.x\n"),
-            [
-                Some("torch.nn.Linear".to_owned()),
-                Some("torch.nn.functional.relu".to_owned()),
-                Some("numpy.float64".to_owned()),
-                None
-            ]
-        );
-        assert_eq!(
-            resolve_all("import jax.numpy as np\nfrom common import *\nnp.float64\n"),
-            [Some("jax.numpy.float64".to_owned())]
-        );
-    }
-}
+mod tests;

@@ -11,6 +11,7 @@
 //! the walk does not descend, and [`take_truncated`] says so.
 
 use std::cell::Cell;
+use std::ops::ControlFlow;
 
 use crate::source::ast::{
     Arg, ArgWithDefault, Arguments, Comprehension, ExceptHandler, Expr, Keyword, MatchCase,
@@ -456,4 +457,44 @@ pub fn walk_pattern<'a, V: Visitor<'a> + ?Sized>(v: &mut V, pattern: &'a Pattern
             }
         }
     }
+}
+
+struct EachExpr<F> {
+    f: F,
+    done: bool,
+}
+
+impl<'a, F: FnMut(&'a Expr) -> ControlFlow<()>> Visitor<'a> for EachExpr<F> {
+    fn visit_stmt(&mut self, stmt: &'a Stmt) {
+        // Nested functions and classes are analysed on their own.
+        if self.done
+            || matches!(
+                stmt,
+                Stmt::FunctionDef(_) | Stmt::AsyncFunctionDef(_) | Stmt::ClassDef(_)
+            )
+        {
+            return;
+        }
+        walk_stmt(self, stmt);
+    }
+
+    fn visit_expr(&mut self, expr: &'a Expr) {
+        if self.done {
+            return;
+        }
+        if (self.f)(expr).is_break() {
+            self.done = true;
+            return;
+        }
+        walk_expr(self, expr);
+    }
+}
+
+/// Calls `f` on every expression of `body` (nested functions and classes excluded), in the
+/// order of `analysis::find`, until it breaks; true when it did. Cheaper than `analysis::find` when the
+/// ancestors are not needed.
+pub fn try_each_expr<'a>(body: &'a [Stmt], f: impl FnMut(&'a Expr) -> ControlFlow<()>) -> bool {
+    let mut each = EachExpr { f, done: false };
+    each.visit_body(body);
+    each.done
 }

@@ -17,6 +17,7 @@ pub(crate) mod fetch;
 mod git;
 mod labels;
 mod score;
+mod split;
 
 use anyhow::{Context, Result, bail};
 use std::collections::{BTreeMap, BTreeSet};
@@ -34,6 +35,8 @@ pub struct Options {
     pub verbose: bool,
     /// Also the GitHub part: the manifest's repositories, from local git mirrors.
     pub git: Option<GitPart>,
+    /// Report the figures of this split's test part (see [`split`]).
+    pub split: Option<usize>,
 }
 
 /// How to load the GitHub part.
@@ -65,6 +68,8 @@ impl Part {
 struct Source {
     /// `<name>-<version>` or `<name>-<commit12>`: the first component of its labelled paths.
     name: String,
+    /// The manifest's `name`: the project, whatever its pin.
+    project: String,
     part: Part,
     root: PathBuf,
     exclude: Vec<String>,
@@ -125,6 +130,19 @@ pub fn run(opts: &Options) -> Result<()> {
     if opts.git.is_some() {
         print!("{}", by_part(&sources, &findings, &loaded.labels, &rules));
     }
+    if let Some(k) = opts.split {
+        let trees: Vec<split::Tree> = sources
+            .iter()
+            .map(|s| split::Tree {
+                dir: &s.name,
+                project: &s.project,
+            })
+            .collect();
+        print!(
+            "{}",
+            split::render(k, &trees, &findings, &loaded.labels, &rules, opts.verbose)
+        );
+    }
     compare_baseline(&corpus.join("baseline.tsv"), &findings, &unloaded, opts)
 }
 
@@ -150,6 +168,7 @@ fn pypi_sources(cache: &Path, dists: &[fetch::Distribution]) -> Result<Vec<Sourc
         .iter()
         .map(|d| Source {
             name: d.dir_name(),
+            project: d.name.clone(),
             part: Part::Pypi,
             root: dirs[&d.dir_name()].clone(),
             exclude: d.exclude.clone(),
@@ -168,6 +187,7 @@ fn git_sources(cache: &Path, repos: &[git::Repository], part: &GitPart) -> Resul
         match git::ensure(cache, repo, mirrors.as_deref()) {
             Ok(root) => sources.push(Source {
                 name: repo.dir_name(),
+                project: repo.name.clone(),
                 part: Part::Github,
                 root,
                 exclude: repo.exclude.clone(),

@@ -3,6 +3,7 @@
 //! inference or on the host around the step, and the helpers that step code calls.
 
 use super::{Node, find, last_name};
+use crate::names::is_host_class;
 use crate::semantic::Semantic;
 use crate::source::ast::{Expr, Ranged, Stmt};
 
@@ -27,49 +28,11 @@ pub fn in_step_code(sem: &Semantic<'_>) -> bool {
         })
 }
 
-/// A constructor, weight initialiser, builder or host-side batch preparation (by its name or
-/// decorators): code that runs once, or before the batch reaches the device.
+/// A constructor, weight initialiser, builder or host-side batch preparation (by its name, see
+/// [`crate::names::is_setup_name`], or a `classmethod` decorator): code that runs once, or
+/// before the batch reaches the device.
 pub fn is_setup_function(name: &str, decorators: &[Expr]) -> bool {
-    const SETUP: &[&str] = &[
-        "__init__",
-        "__post_init__",
-        "__setstate__",
-        "reset_parameters",
-        "_reset_parameters",
-        "init_weights",
-        "_init_weights",
-        "initialize_weights",
-        "from_config",
-        "from_pretrained",
-        "build",
-    ];
-    let lower = name.to_ascii_lowercase();
-    // Batch preparation runs on the host batch before it is moved to the device.
-    let host_batch = [
-        "process_batch",
-        "preprocess",
-        "collate",
-        "prepare_batch",
-        "prepare_data",
-    ]
-    .iter()
-    .any(|p| lower.contains(p));
-    host_batch
-        || SETUP.contains(&name)
-        || [
-            "_init",
-            "init_",
-            "initialize",
-            "_build",
-            "build_",
-            "_setup",
-            "setup",
-            "_make",
-            "_create",
-            "create_",
-        ]
-        .iter()
-        .any(|p| lower.starts_with(p))
+    crate::names::is_setup_name(name)
         || decorators
             .iter()
             .any(|d| matches!(d, Expr::Name(n) if n.id.as_str() == "classmethod"))
@@ -145,7 +108,7 @@ fn is_update_name(lower: &str) -> bool {
     ];
     EXACT.contains(&lower)
         || lower.contains("loss")
-        || crate::semantic::is_training_step_name(lower)
+        || crate::names::is_training_step_name(lower)
         || [
             "update_", "_update_", "learn_", "_learn_", "train_", "_train_",
         ]
@@ -153,39 +116,33 @@ fn is_update_name(lower: &str) -> bool {
         .any(|p| lower.starts_with(p))
 }
 
-/// A class whose methods run on the host around the training step: data, replay storage,
-/// environments and their wrappers, collectors, callbacks, loggers, metrics, tokenizers and
-/// processors (attention processors excepted: they run inside `forward`).
-pub fn is_host_class(name: &str, bases: &[String]) -> bool {
-    const HOST: &[&str] = &[
-        "Dataset",
-        "DataLoader",
-        "Sampler",
-        "Buffer",
-        "Storage",
-        "Env",
-        "Wrapper",
-        "Collector",
-        "Callback",
-        "Logger",
-        "Writer",
-        "Observer",
-        "Meter",
-        "Metric",
-        "Tokenizer",
-        "Transform",
-        "Explorer",
-        "Pipeline",
-        "Player",
-        "Controller",
-    ];
-    std::iter::once(name)
-        .chain(bases.iter().map(|b| b.rsplit('.').next().unwrap_or(b)))
-        .any(|n| {
-            // By suffix: a `Transformer` is no `Transform`.
-            HOST.iter().any(|h| n.ends_with(h))
-                || (n.ends_with("Processor") && !n.contains("Attn") && !n.contains("Attention"))
-        })
+/// A rollout: `body` steps or resets an environment (`env.step(action)`, `self.eval_env.reset()`,
+/// `envs.step(...)`) and runs no backward pass or optimizer step itself. Whatever it pulls to the
+/// host goes to the simulator, which needs it there; when the same body also trains (an RL
+/// script's loop), it is step code all the same.
+pub fn is_rollout(body: &[Stmt]) -> bool {
+    let (mut env, mut trains) = (false, false);
+    crate::walk::try_each_expr(body, |e| {
+        if let Expr::Call(call) = e
+            && let Expr::Attribute(a) = call.func.as_ref()
+        {
+            let receiver = last_name(&a.value).to_ascii_lowercase();
+            match a.attr.as_str() {
+                "step" | "reset" if receiver.contains("env") => env = true,
+                "step" if receiver.contains("optim") || receiver.contains("scaler") => {
+                    trains = true;
+                }
+                "backward" => trains = true,
+                _ => {}
+            }
+        }
+        if trains {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    env && !trains
 }
 
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
@@ -370,7 +327,7 @@ fn module_classes<'a>(sem: &Semantic<'a>, body: &'a [Stmt]) -> Vec<&'a str> {
 /// Training-step and loss function names, as the semantic model judges them.
 fn is_step_or_loss_name(name: &str) -> bool {
     let lower = name.to_ascii_lowercase();
-    lower.contains("loss") || crate::semantic::is_training_step_name(&lower)
+    lower.contains("loss") || crate::names::is_training_step_name(&lower)
 }
 
 /// Step code by the project's per-step model: [`in_step_code`], or a function that a step

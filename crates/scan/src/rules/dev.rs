@@ -59,7 +59,12 @@ impl Rule for DeviceAssumption {
                         (true, false) => &s.orelse[..],
                         (true, true) => gate::after_early_exit(cx.semantic(), stmt, &s.body),
                     };
-                    if let Some(path) = gate::cuda_only_path(cx.semantic(), Some(&s.test), branch) {
+                    let fallback = if negated { &s.body[..] } else { &s.orelse[..] };
+                    let path =
+                        gate::cuda_only_path(cx.semantic(), Some(&s.test), branch).or_else(|| {
+                            gate::imported_kernel(cx.semantic(), &s.test, check, branch, fallback)
+                        });
+                    if let Some(path) = path {
                         let message =
                             gate::message(cx.semantic(), check, cx.slice(check.range()), &path);
                         cx.report(check.range(), message);

@@ -130,7 +130,7 @@ impl Rule for EntryWithoutNpu {
                     .map_or(&[][..], Vec::as_slice);
                 let library = is_library_module(cx, &entry.file, imported_by, &entry_files)
                     && !main_runs_on_device(cx, &entry.file);
-                !library && runs_on_device(cx, entry)
+                !library && runs_on_device(cx, entry) && !cpu_self_test(cx, entry)
             })
             .collect();
         // The programs that set up the NPU (already, or by the fix of their issue), with the
@@ -191,7 +191,8 @@ impl Rule for EntryWithoutNpu {
             let message = format!(
                 "this {} entry point runs torch code but never imports torch_npu or applies \
                  transfer_to_npu or the runtime patcher, so the program will not use the NPU; add the \
-                 NPU setup at the top of this file (see P_ENT.md){covers}",
+                 NPU setup at the top of this file (see P_ENT.md){covers}; a program that never \
+                 runs on an accelerator (a data tool, a CPU-only demo) needs none",
                 entry.kind.as_str()
             );
             let site =
@@ -334,6 +335,43 @@ fn is_library_module(
     imported_by
         .iter()
         .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))
+}
+
+/// A model file's `__main__` block that builds the file's modules and runs them on host tensors
+/// (a self-test or a demo): the block places nothing on a device, names no CUDA, calls no
+/// project function that does, and the file trains nothing. It runs on no accelerator, so it
+/// is no entry point to set up, whichever model file it is in.
+fn cpu_self_test(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -> bool {
+    entry.kind == crate::project::EntryKind::MainGuard
+        && !entry.trains_here
+        && !cx.notes(&entry.file, MODULE_CLASS).is_empty()
+        && !main_runs_on_accelerator(cx, &entry.file)
+}
+
+/// The file's main block places work on an accelerator: as [`main_runs_on_device`], except that
+/// building and calling a module class of the same file counts only when that class names
+/// CUDA: its own `.to(device)` follows its parameters or inputs, which stay on the host here.
+fn main_runs_on_accelerator(cx: &ProjectChecker<'_>, file: &str) -> bool {
+    let classes: BTreeSet<&str> = cx
+        .notes(file, MODULE_CLASS)
+        .iter()
+        .map(|c| c.note.as_str())
+        .collect();
+    let names_cuda = |class: &str| {
+        cx.notes(file, CUDA_SITE).iter().any(|site| {
+            site.symbol
+                .as_deref()
+                .is_some_and(|s| s == class || s.starts_with(&format!("{class}.")))
+        })
+    };
+    !cx.notes(file, MAIN_DEVICE).is_empty()
+        || cx
+            .notes(file, MAIN_CALL)
+            .iter()
+            .any(|call| match call.note.strip_prefix('.') {
+                Some(class) if classes.contains(class) => names_cuda(class),
+                _ => calls_device_work(cx, file, &call.note, CALL_DEPTH),
+            })
 }
 
 /// The file's main block puts work on a device itself or through a project function it calls:

@@ -317,7 +317,7 @@ fn feeds_float64_numpy(
     // wrappers and host classes (a robot controller, a model wrapper) are not its.
     let host_class = sem
         .current_class()
-        .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
+        .is_some_and(|c| crate::names::is_host_class(&c.name, &c.bases));
     if analysis::in_step_code(sem) && !analysis::in_inference_code(sem) && !host_class {
         return false;
     }

@@ -290,39 +290,135 @@ impl Lightning {
 
     fn check_trainer_call(cx: &mut Checker<'_>, call: &ast::ExprCall) {
         for keyword in &call.keywords {
-            let Some(arg) = &keyword.arg else { continue };
-            let value = string_value(&keyword.value);
-            let message = match (arg.as_str(), value) {
-                ("gpus", _) => "`gpus=` assumes CUDA GPUs and was removed in Lightning 2.0; \
-                    set `devices=` and an accelerator that runs on the NPU"
-                    .to_owned(),
-                ("accelerator", Some(v @ ("gpu" | "cuda"))) => format!(
-                    "`accelerator=\"{v}\"` selects Lightning's CUDA accelerator, which does not \
-                    drive Ascend NPUs; use an NPU accelerator (see the fix template)"
-                ),
-                ("accelerator", Some(v @ ("ddp" | "ddp_spawn" | "dp" | "ddp2"))) => format!(
-                    "`accelerator=\"{v}\"` is a Lightning 1.x distributed mode; use \
-                    `strategy=\"{v}\"` with an accelerator that runs on the NPU"
-                ),
-                ("amp_backend", Some("apex")) => "`amp_backend=\"apex\"` needs NVIDIA apex, \
-                    which is CUDA-only, and was removed in Lightning 2.0; use `precision=\"bf16-mixed\"` \
-                    or `\"16-mixed\"` (native AMP)"
-                    .to_owned(),
-                ("amp_backend", _) => "`amp_backend=` was removed in Lightning 2.0; native AMP \
-                    is chosen with `precision=`"
-                    .to_owned(),
-                (name, _) => {
-                    let Some((_, instead)) =
-                        REMOVED_TRAINER_ARGS.iter().find(|(removed, _)| *removed == name)
-                    else {
-                        continue;
-                    };
-                    format!("`Trainer({name}=...)` was removed in Lightning 2.0; {instead}")
+            match (&keyword.arg, &keyword.value) {
+                (Some(arg), value) => {
+                    if let Some(message) = trainer_arg_message(arg.as_str(), string_value(value)) {
+                        cx.report(keyword.range(), message);
+                    }
                 }
-            };
-            cx.report(keyword.range(), message);
+                // `Trainer(**trainer_kwargs)`: the arguments are the entries of a dict built in
+                // the same function.
+                (None, Expr::Name(name)) => {
+                    let entries = dict_entries(cx.semantic(), name.id.as_str());
+                    for (key, value, range) in entries {
+                        if let Some(message) = trainer_arg_message(key, string_value(value)) {
+                            cx.report(
+                                range,
+                                format!(
+                                    "{message} (passed to the Trainer through `**{}`)",
+                                    name.id.as_str()
+                                ),
+                            );
+                        }
+                    }
+                }
+                (None, _) => {}
+            }
         }
     }
+}
+
+/// What is wrong with the `Trainer` argument `arg` (given the string `value`, when it is one).
+fn trainer_arg_message(arg: &str, value: Option<&str>) -> Option<String> {
+    let message = match (arg, value) {
+        ("gpus", _) => "`gpus=` assumes CUDA GPUs and was removed in Lightning 2.0; \
+            set `devices=` and an accelerator that runs on the NPU"
+            .to_owned(),
+        ("accelerator", Some(v @ ("gpu" | "cuda"))) => format!(
+            "`accelerator=\"{v}\"` selects Lightning's CUDA accelerator, which does not \
+            drive Ascend NPUs; use an NPU accelerator (see the fix template)"
+        ),
+        ("accelerator", Some(v @ ("ddp" | "ddp_spawn" | "dp" | "ddp2"))) => format!(
+            "`accelerator=\"{v}\"` is a Lightning 1.x distributed mode; use \
+            `strategy=\"{v}\"` with an accelerator that runs on the NPU"
+        ),
+        ("amp_backend", Some("apex")) => "`amp_backend=\"apex\"` needs NVIDIA apex, \
+            which is CUDA-only, and was removed in Lightning 2.0; use `precision=\"bf16-mixed\"` \
+            or `\"16-mixed\"` (native AMP)"
+            .to_owned(),
+        ("amp_backend", _) => "`amp_backend=` was removed in Lightning 2.0; native AMP \
+            is chosen with `precision=`"
+            .to_owned(),
+        (name, _) => {
+            let (_, instead) = REMOVED_TRAINER_ARGS
+                .iter()
+                .find(|(removed, _)| *removed == name)?;
+            format!("`Trainer({name}=...)` was removed in Lightning 2.0; {instead}")
+        }
+    };
+    Some(message)
+}
+
+/// The string-keyed entries of every dict assigned to `name` in the enclosing function
+/// (`kw = dict(accelerator="gpu")`, `kw = {"gpus": 1}`), or later set on it
+/// (`kw["gpus"] = 1`, `kw.update(gpus=1)`): key, value and where the entry is.
+fn dict_entries<'a>(
+    sem: &crate::semantic::Semantic<'a>,
+    name: &str,
+) -> Vec<(&'a str, &'a Expr, ast::text_size::TextRange)> {
+    let Some(body) = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(f) => Some(&f.body[..]),
+        Stmt::AsyncFunctionDef(f) => Some(&f.body[..]),
+        _ => None,
+    }) else {
+        return Vec::new();
+    };
+    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
+    let keywords = |call: &'a ast::ExprCall| {
+        call.keywords
+            .iter()
+            .filter_map(|k| Some((k.arg.as_ref()?.as_str(), &k.value, k.range())))
+            .collect::<Vec<_>>()
+    };
+    let mut all = Vec::new();
+    crate::analysis::statements(body, &mut all);
+    let mut out = Vec::new();
+    for stmt in all {
+        match stmt {
+            Stmt::Assign(a) if a.targets.len() == 1 && is_name(&a.targets[0]) => {
+                match a.value.as_ref() {
+                    Expr::Dict(d) => {
+                        for (key, value) in d.keys.iter().zip(&d.values) {
+                            if let Some(k) = key.as_ref().and_then(string_value) {
+                                out.push((
+                                    k,
+                                    value,
+                                    ast::text_size::TextRange::new(
+                                        key.as_ref().map_or(value.start(), Ranged::start),
+                                        value.end(),
+                                    ),
+                                ));
+                            }
+                        }
+                    }
+                    Expr::Call(call) if matches!(call.func.as_ref(), Expr::Name(f) if f.id.as_str() == "dict") =>
+                    {
+                        out.extend(keywords(call));
+                    }
+                    _ => {}
+                }
+            }
+            Stmt::Assign(a) if a.targets.len() == 1 => {
+                if let Expr::Subscript(sub) = &a.targets[0]
+                    && is_name(&sub.value)
+                    && let Some(k) = string_value(&sub.slice)
+                {
+                    out.push((k, a.value.as_ref(), stmt.range()));
+                }
+            }
+            Stmt::Expr(e) => {
+                if let Expr::Call(call) = e.value.as_ref()
+                    && let Expr::Attribute(attr) = call.func.as_ref()
+                    && attr.attr.as_str() == "update"
+                    && is_name(&attr.value)
+                {
+                    out.extend(keywords(call));
+                }
+            }
+            _ => {}
+        }
+    }
+    out
 }
 
 /// The file imports Lightning (under any of its package names).

@@ -112,7 +112,9 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt, body: Option<&'a [Stm
             range,
             format!(
                 "`torch.{name}` without `device=` creates a CPU tensor here that then meets NPU tensors \
-                 (device mismatch); pass `device=` from an input tensor (see P_RND.md)"
+                 (device mismatch); pass `device=` from an input tensor (see P_RND.md); check first \
+                 that its value reaches device tensors: one that only counts a Python loop or \
+                 indexes host data is harmless"
             ),
         );
         if let Some(helper) = &helper {

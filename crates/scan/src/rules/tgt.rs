@@ -25,7 +25,8 @@ pub const RULE: RuleInfo = RuleInfo {
 };
 
 /// The end of a pull's message in a return or advantage computation.
-const RETURNS: &str = "computes returns or advantages from it on the host";
+const RETURNS: &str = "computes returns or advantages from it on the host (check that it runs in \
+     training: in an evaluation rollout whose values go to the environment it costs no step)";
 
 /// Calls that turn host data into a tensor.
 const TO_TENSOR: &[&str] = &[
@@ -53,7 +54,7 @@ impl Rule for HostTargets {
         let sem = cx.semantic();
         let host_class = sem
             .current_class()
-            .is_some_and(|c| analysis::is_host_class(&c.name, &c.bases));
+            .is_some_and(|c| crate::names::is_host_class(&c.name, &c.bases));
         let direct = analysis::in_step_code(sem) || analysis::in_update_code(sem);
         let mut step = !host_class && (direct || analysis::in_project_step(sem));
         // A free helper that the step reaches across files: a round trip it returns to its
@@ -68,7 +69,13 @@ impl Rule for HostTargets {
             script_loop = true;
         }
         // Inference and rollouts hand their results to the robot or the environment anyway.
-        let training = !in_data_code(sem) && !analysis::in_inference_code(sem);
+        let training = !in_data_code(sem) && !analysis::in_inference_code(sem) && {
+            // The text test spares the walk in the many functions that touch no environment.
+            let text = cx.slice(def.range());
+            !((text.contains(".step(") || text.contains(".reset("))
+                && text.contains("env")
+                && analysis::is_rollout(func.body))
+        };
         // A method handed a data loader runs the evaluation loop itself, not one step of it.
         let loops_data = sem
             .current_function()
@@ -265,7 +272,7 @@ fn per_call_method(sem: &crate::semantic::Semantic<'_>) -> bool {
         && !f.name.starts_with("__")
         && !f.name.contains("init")
         && class.name.ends_with("Trainer")
-        && !analysis::is_host_class(&class.name, &class.bases)
+        && !crate::names::is_host_class(&class.name, &class.bases)
 }
 
 /// A method named after the returns, advantages or targets it computes (of a rollout buffer

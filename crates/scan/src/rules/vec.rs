@@ -46,7 +46,7 @@ impl Rule for PerElementLoop {
         // Callbacks, metrics, buffers and environments run on the host around the step. A
         // tokenizer that is an `nn.Module` (a learned or entropy-based one) runs on tensors.
         if sem.current_class().is_some_and(|c| {
-            analysis::is_host_class(&c.name, &c.bases)
+            crate::names::is_host_class(&c.name, &c.bases)
                 && !(sem.in_module_method() && c.name.ends_with("Tokenizer"))
         }) {
             return;
@@ -137,7 +137,9 @@ impl Rule for PerElementLoop {
                 range,
                 format!(
                     "{what}: each iteration launches small NPU ops and stalls the op queue; \
-                     vectorize it over the batch (see P_VEC.md)"
+                     vectorize it over the batch (see P_VEC.md); check first that the loop walks the \
+                     batch or its elements: a small fixed set (cameras, layers, heads) or a rollout \
+                     over environment steps is not per-sample work"
                 ),
             );
         }

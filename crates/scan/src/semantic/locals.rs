@@ -5,6 +5,7 @@ use super::Semantic;
 use crate::source::TextRange;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use foldhash::HashMap;
+use std::ops::ControlFlow;
 
 /// A name's assignment inside one function.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -169,14 +170,20 @@ pub(super) fn hands_training_over(body: &[Stmt]) -> bool {
             .next()
             .is_some_and(|last| last.to_ascii_lowercase().contains("trainer"))
     };
-    !crate::analysis::find(body, |e| {
-        let Expr::Call(call) = e else { return false };
-        match call.func.as_ref() {
+    crate::walk::try_each_expr(body, |e| {
+        let Expr::Call(call) = e else {
+            return ControlFlow::Continue(());
+        };
+        let hands_over = match call.func.as_ref() {
             Expr::Attribute(a) if matches!(a.attr.as_str(), "train" | "fit") => trainer(&a.value),
             Expr::Name(n) => n.id.as_str().ends_with("Trainer"),
             Expr::Attribute(a) => a.attr.as_str().ends_with("Trainer"),
             _ => false,
+        };
+        if hands_over {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
         }
     })
-    .is_empty()
 }

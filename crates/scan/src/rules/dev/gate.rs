@@ -146,6 +146,78 @@ pub(super) fn cuda_only_path(
     found
 }
 
+/// Modules whose functions run on every device: what a torch fallback is written with.
+const PORTABLE_ROOTS: &[&str] = &[
+    "torch",
+    "numpy",
+    "math",
+    "einops",
+    "functools",
+    "itertools",
+    "operator",
+    "builtins",
+    "typing",
+    "warnings",
+    "logging",
+    "random",
+    "collections",
+];
+
+/// For a tensor-level gate (`if x.is_cuda: … else: …`) with a fallback branch: a call in the
+/// CUDA branch of a function imported from a library outside torch that the fallback never
+/// calls into, described. Such a branch exists to launch a compiled kernel (the fallback
+/// computes the same with torch ops), and under `transfer_to_npu` the NPU takes it.
+pub(super) fn imported_kernel(
+    sem: &Semantic<'_>,
+    test: &Expr,
+    check: &Expr,
+    branch: &[Stmt],
+    fallback: &[Stmt],
+) -> Option<String> {
+    if fallback.is_empty() || !matches!(check, Expr::Attribute(a) if a.attr.as_str() == "is_cuda") {
+        return None;
+    }
+    // `if kernel is not None and x.is_cuda:` / `if HAS_KERNEL and x.is_cuda:`: the test
+    // already asks whether the library imported (see [`cuda_only_path`]).
+    let checked: Vec<&str> = crate::analysis::find_in_expr(test)
+        .into_iter()
+        .filter_map(|e| match e {
+            Expr::Name(n) => Some(n.id.as_str()),
+            _ => None,
+        })
+        .collect();
+    if checked.iter().any(|name| is_availability_flag(name)) {
+        return None;
+    }
+    let root = |q: &str| q.split('.').next().unwrap_or(q).to_owned();
+    let mut used = Vec::new();
+    crate::analysis::try_each_expr(fallback, |e| {
+        if let Expr::Call(call) = e
+            && let Some(q) = sem.resolve(&call.func)
+        {
+            used.push(root(&q));
+        }
+        ControlFlow::Continue(())
+    });
+    let mut found = None;
+    crate::analysis::try_each_expr(branch, |e| {
+        if let Expr::Call(call) = e
+            && !matches!(call.func.as_ref(), Expr::Name(n) if checked.contains(&n.id.as_str()))
+            && let Some(q) = sem.resolve(&call.func)
+            && q.contains('.')
+            && !PORTABLE_ROOTS.contains(&root(&q).as_str())
+            && !used.contains(&root(&q))
+        {
+            found = Some(format!(
+                "`{q}`, an imported kernel that the torch fallback of the other branch does not use"
+            ));
+            return ControlFlow::Break(());
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
+
 /// CUDA streams, events and graphs: optimizations that code may keep to CUDA devices (on the
 /// NPU under `transfer_to_npu` they would run as `torch.npu's`, but skipping them is safe).
 const CUDA_OPTIMIZATIONS: &[&str] = &[

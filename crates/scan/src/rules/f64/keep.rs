@@ -246,7 +246,7 @@ fn helper_receiving(cx: &Checker<'_>, sem: &Semantic<'_>, dtype: &Expr) -> Optio
 
 /// The top package of a file inside one (`pkg/models/policy.py` → `pkg`).
 fn own_package_root(path: &str) -> Option<String> {
-    let (module, is_package) = crate::semantic::module_name(path);
+    let (module, is_package) = crate::names::module_name(path);
     let mut parts = module.split('.');
     let root = parts.next()?;
     (is_package || parts.next().is_some()).then(|| root.to_owned())

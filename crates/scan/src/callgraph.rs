@@ -113,7 +113,7 @@ impl StepGraph {
     /// What the graph needs of one file (relative path, source text): files are read
     /// independently of each other, so they may be read on several threads.
     pub(crate) fn read(path: &str, text: &str) -> FileRead {
-        let module = crate::semantic::module_name(path).0;
+        let module = crate::names::module_name(path).0;
         let defs = read_file(&module, text);
         FileRead { module, defs }
     }
@@ -263,7 +263,7 @@ fn is_root(def: &Def) -> bool {
         || (update && !def.drives)
         || def.name == "forward"
         || lower.contains("loss")
-        || (training && !def.drives && crate::semantic::is_training_step_name(&lower))
+        || (training && !def.drives && crate::names::is_training_step_name(&lower))
 }
 
 /// A line that builds a trainer (`LLaVATrainer(`) or hands one the training
@@ -283,7 +283,7 @@ fn is_setup(def: &Def) -> bool {
     if def.name == "__call__" {
         return false;
     }
-    super::is_setup_function(&def.name, &[])
+    crate::names::is_setup_name(&def.name)
 }
 
 fn link(
@@ -430,7 +430,7 @@ fn link(
             .clone()
             .or_else(|| enclosing_class(d))
             .is_some_and(|c| {
-                super::is_host_class(&c, classes.get(&c).map_or(&[][..], Vec::as_slice))
+                crate::names::is_host_class(&c, classes.get(&c).map_or(&[][..], Vec::as_slice))
             })
     };
     let outside: Vec<bool> = defs.iter().map(|d| is_setup(d) || host(d)).collect();
@@ -711,93 +711,4 @@ fn ident(s: &str) -> &str {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn graph(files: &[(&str, &str)]) -> StepGraph {
-        StepGraph::build(files.iter().copied())
-    }
-
-    #[test]
-    fn calls_from_forward_reach_helpers_in_other_files() {
-        let g = graph(&[
-            (
-                "pkg/model.py",
-                "from .rope import apply_rope\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return self._mix(x)\n\n    def _mix(self, x):\n        return apply_rope(x)\n\n    def generate(self, x):\n        return decode(x)\n",
-            ),
-            (
-                "pkg/rope.py",
-                "def apply_rope(x):\n    return inner(x)\n\ndef inner(x):\n    return x\n\ndef decode(x):\n    return x\n",
-            ),
-        ]);
-        assert!(g.reaches("pkg.model", "Net.forward"));
-        assert!(g.reaches("pkg.model", "Net._mix"));
-        assert!(g.reaches("pkg.rope", "apply_rope"));
-        assert!(g.reaches("pkg.rope", "inner"));
-        // Only inference calls `decode`: no step reaches it.
-        assert!(!g.reaches("pkg.model", "Net.generate"));
-        assert!(!g.reaches("pkg.rope", "decode"));
-    }
-
-    #[test]
-    fn a_script_loop_over_a_loader_with_backward_is_a_root() {
-        let g = graph(&[(
-            "train.py",
-            "def main():\n    model = build()\n    for batch in train_loader:\n        loss = metric(batch)\n        loss.backward()\n\ndef metric(b):\n    return b\n\ndef build():\n    return 1\n\ndef evaluate():\n    for batch in val_loader:\n        metric(batch)\n",
-        )]);
-        assert!(g.runs_training_loop("", "main") || g.runs_training_loop("train", "main"));
-        assert!(g.reaches("train", "metric"));
-        // A setup function is not step code, and an evaluation loop without backward is no root.
-        assert!(!g.reaches("train", "build"));
-        assert!(!g.runs_training_loop("train", "evaluate"));
-    }
-
-    #[test]
-    fn self_calls_follow_project_bases_and_strings_are_not_calls() {
-        let g = graph(&[
-            (
-                "a.py",
-                "class Base:\n    def training_step(self, b):\n        \"\"\"calls fake(x)\n        more\"\"\"\n        return self.compute(b)  # other(b)\n",
-            ),
-            (
-                "b.py",
-                "class Child(Base):\n    def compute(self, b):\n        return b\n\ndef fake(x):\n    return x\n\ndef other(x):\n    return x\n",
-            ),
-        ]);
-        assert!(g.reaches("b", "Child.compute"));
-        assert!(!g.reaches("b", "fake"));
-        assert!(!g.reaches("b", "other"));
-    }
-
-    /// A parenthesised import over several lines (as hiveformer's and many training scripts'
-    /// headers are written) closes its bracket: the definitions after it are still read.
-    #[test]
-    fn a_multi_line_import_does_not_hide_the_definitions_after_it() {
-        let g = graph(&[(
-            "train.py",
-            "from data.sets import (\n    Episodes, collate,\n)\nfrom models import (Net,\n    Head)\n\ndef main(cfg):\n    for step, batch in enumerate(data_loader):\n        loss = model(batch)\n        loss.backward()\n",
-        )]);
-        assert!(g.runs_training_loop("train", "main"));
-    }
-
-    /// `alias.func(...)` of a module imported under an alias (`import pkg.utils.pc as pc_utils`,
-    /// `from pkg.utils import pc`) reaches that module's function; the same call on an object
-    /// that is no imported module does not.
-    #[test]
-    fn calls_through_a_module_alias_reach_its_functions() {
-        let g = graph(&[
-            (
-                "pkg/agent.py",
-                "import pkg.utils.pc as pc_utils\nfrom pkg.utils import grid\n\nclass Agent:\n    def update(self, batch):\n        pc = pc_utils.crop(batch)\n        helper.crop_all(pc)\n        return grid.voxelize(pc)\n",
-            ),
-            (
-                "pkg/utils/pc.py",
-                "def crop(x):\n    return x\n\ndef crop_all(x):\n    return x\n",
-            ),
-            ("pkg/utils/grid.py", "def voxelize(x):\n    return x\n"),
-        ]);
-        assert!(g.reaches("pkg.utils.pc", "crop"));
-        assert!(g.reaches("pkg.utils.grid", "voxelize"));
-        assert!(!g.reaches("pkg.utils.pc", "crop_all"));
-    }
-}
+mod tests;
