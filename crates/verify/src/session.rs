@@ -53,6 +53,9 @@ impl Session<'_> {
                 env.push((name.into(), value.into()));
             }
         }
+        if self.args.shapes_only {
+            env.push(("NPU_EMULATOR_SHAPES_ONLY".into(), "1".into()));
+        }
         if let Some(count) = ranks
             && self.args.emulate_npu
         {
@@ -74,6 +77,9 @@ impl Session<'_> {
     /// How many processes `--pipeline` runs under torchrun: `--nproc-per-node`, else the count
     /// the launch command after `--` (or the script it runs) sets when it is more than one.
     fn processes(&self) -> Option<u32> {
+        if self.args.shapes_only {
+            return None; // one process; the memory report divides its step over the cards
+        }
         self.args.nproc_per_node.or_else(|| {
             crate::launch::launch_processes(&self.args.launch, &self.root).filter(|n| *n > 1)
         })
@@ -135,6 +141,11 @@ impl Session<'_> {
             "steps": self.args.steps,
             "profile": !self.args.no_profile,
             "batches": self.args.batches,
+            "shapes_only": self.args.shapes_only,
+            "hbm_gb": self.args.hbm_gb,
+            "shard_over": self.args.nproc_per_node.or_else(|| {
+                crate::launch::launch_processes(&self.args.launch, &self.root).filter(|n| *n > 1)
+            }),
         }))
     }
 
