@@ -59,6 +59,7 @@ class _State:
         self.peak_event: dict[int, int] = {}
         self.peak_where: dict[int, tuple[str, str | None]] = {}
         self.phase_peak: dict[tuple[int, str], int] = {}
+        self.phase_peak_event: dict[tuple[int, str], int] = {}
         self.event = 0
         self.phase = "other"
         self.module: str | None = None
@@ -75,6 +76,7 @@ def reset() -> None:
     state.peak_event = {device: state.event for device in state.current}
     state.peak_where = {device: (state.phase, state.module) for device in state.current}
     state.phase_peak = {}
+    state.phase_peak_event = {}
 
 
 def set_where(phase: str | None = None, module: str | None = None) -> None:
@@ -133,6 +135,7 @@ def _grow(device: int, delta: int) -> None:
     key = (device, state.phase)
     if current > state.phase_peak.get(key, 0):
         state.phase_peak[key] = current
+        state.phase_peak_event[key] = state.event
 
 
 def tag(tensors: Any, name: str) -> None:
@@ -161,38 +164,52 @@ def max_allocated(device: int = 0) -> int:
     return _STATE.peak.get(device, 0)
 
 
-def summary() -> dict[str, Any]:
-    """The peak device memory so far, of the device that held the most: ``peak_bytes``, ``device``, ``phase`` and
-    ``module`` at the peak, ``by_phase`` (the peak while each phase ran), ``at_peak`` (what was alive at the peak:
-    parameters, gradients, optimizer states, activations kept from the forward pass, other temporaries),
-    ``current_bytes``, ``rounding`` (the allocator rule applied)."""
-    state = _STATE
-    if not state.peak:
-        return {"peak_bytes": 0, "device": 0, "phase": None, "module": None, "by_phase": {}, "at_peak": {},
-                "current_bytes": 0, "rounding": SOURCE}  # fmt: skip
-    device = max(state.peak, key=lambda d: (state.peak[d], -d))
-    event = state.peak_event.get(device, 0)
-    at_peak = {"parameters": 0, "gradients": 0, "optimizer_states": 0, "activations": 0, "temporaries": 0}
-    complete = len(state.history) < HISTORY_LIMIT
-    for block in state.history:
+def _alive_at(device: int, event: int) -> dict[str, int]:
+    """The bytes alive on ``device`` just after ``event``, by kind: the tagged parameters, gradients and optimizer
+    states, activations (made in the forward pass), the optimizer's temporaries, other temporaries."""
+    parts = {"parameters": 0, "gradients": 0, "optimizer_states": 0, "activations": 0,
+             "optimizer_temporaries": 0, "temporaries": 0}  # fmt: skip
+    for block in _STATE.history:
         if block.device != device or block.born > event or (block.died is not None and block.died <= event):
             continue
         if block.tag is not None:
             kind = block.tag
         elif block.phase == "forward":
             kind = "activations"
+        elif block.phase == "optimizer":
+            kind = "optimizer_temporaries"
         else:
             kind = "temporaries"
-        at_peak[kind] = at_peak.get(kind, 0) + block.bytes
+        parts[kind] = parts.get(kind, 0) + block.bytes
+    return parts
+
+
+def summary() -> dict[str, Any]:
+    """The peak device memory so far, of the device that held the most: ``peak_bytes``, ``device``, ``phase`` and
+    ``module`` at the peak, ``by_phase`` (the peak while each phase ran), ``at_peak`` (what was alive at the peak,
+    see :func:`_alive_at`) and ``at_phase_peak`` (the same at each phase's peak), ``current_bytes``, ``rounding``
+    (the allocator rule applied). The breakdowns are empty past :data:`HISTORY_LIMIT` blocks."""
+    state = _STATE
+    if not state.peak:
+        return {"peak_bytes": 0, "device": 0, "phase": None, "module": None, "by_phase": {}, "at_peak": {},
+                "at_phase_peak": {}, "current_bytes": 0, "rounding": SOURCE}  # fmt: skip
+    device = max(state.peak, key=lambda d: (state.peak[d], -d))
+    complete = len(state.history) < HISTORY_LIMIT
     phase, module = state.peak_where.get(device, ("other", None))
     by_phase = {name: value for (dev, name), value in sorted(state.phase_peak.items()) if dev == device}
+    at_phase_peak = {}
+    if complete:
+        for (dev, name), event in sorted(state.phase_peak_event.items()):
+            if dev == device:
+                at_phase_peak[name] = _alive_at(device, event)
     return {
         "peak_bytes": state.peak[device],
         "device": device,
         "phase": phase,
         "module": module,
         "by_phase": by_phase,
-        "at_peak": at_peak if complete else {},
+        "at_peak": _alive_at(device, state.peak_event.get(device, 0)) if complete else {},
+        "at_phase_peak": at_phase_peak,
         "current_bytes": state.current.get(device, 0),
         "rounding": SOURCE,
     }

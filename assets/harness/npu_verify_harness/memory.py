@@ -10,13 +10,15 @@ there.
 
 Sharding over N cards (``--nproc-per-node N`` in a one-process run) is arithmetic on the parts alive at the peak:
 
-- DDP: every card holds the whole peak, plus DDP's gradient buckets, a second copy of the gradients (torch's
-  ``DistributedDataParallel`` default, ``gradient_as_bucket_view=False``);
-- ZeRO-1: optimizer states divided over the cards; ZeRO-2: states and gradients;
-- FSDP2 (``fully_shard``, ZeRO-3): parameters, gradients and states divided, plus three times the largest
-  sharded unit's parameters (gathered whole for the unit computing and for the one prefetched, and its unsharded
-  gradients before their reduce-scatter), the unit being the largest block of a ``ModuleList``/``Sequential``
-  (a transformer layer), else the largest child module.
+- DDP: every card holds the whole peak, plus DDP's gradient buckets, a second copy of the gradients as large as
+  the parameters (torch's ``DistributedDataParallel`` default, ``gradient_as_bucket_view=False``);
+- ZeRO-1: optimizer states (and the optimizer step's temporaries) divided over the cards; ZeRO-2: gradients too;
+- FSDP2 (``fully_shard``, ZeRO-3): parameters, gradients and states divided, plus :data:`FSDP_UNITS` times the
+  largest sharded unit's parameter bytes (the gathered parameters of the unit computing and of the one
+  prefetched, the unit's unsharded gradients and the all-gather and reduce-scatter buffers), the unit being the
+  largest block of a ``ModuleList``/``Sequential`` (a transformer layer), else the largest child module. The
+  count is measured, not derived: torch's FSDP2 on two emulated cards peaked at the sharded parts plus six
+  units (tests/python/harness/test_memory_sharding.py).
 """
 
 import sys
@@ -24,6 +26,7 @@ import sys
 from .protocol import FAIL, PASS, WARN
 
 GB = float(1 << 30)
+FSDP_UNITS = 6
 
 
 def _ledger():
@@ -169,19 +172,21 @@ class MemoryWatch:
 
 
 def per_card(summary, nproc, unit):
-    """Per-card bytes of the same step under DDP, ZeRO-1, ZeRO-2 and FSDP2 over ``nproc`` cards."""
-    parts = summary.get("at_peak") or {}
-    peak = summary["peak_bytes"]
-    params, grads, states = parts.get("parameters", 0), parts.get("gradients", 0), parts.get("optimizer_states", 0)
+    """Per-card bytes of the same step under DDP, ZeRO-1, ZeRO-2 and FSDP2 over ``nproc`` cards: the largest, over
+    the phases' peaks, of what each strategy keeps of the parts alive at that peak (see the module doc)."""
     n = max(int(nproc), 1)
-    return {
-        "nproc": n,
-        "ddp_bytes": peak + grads,
-        "zero1_bytes": peak - states + states // n,
-        "zero2_bytes": peak - states - grads + (states + grads) // n,
-        "fsdp_bytes": peak - params - grads - states + (params + grads + states) // n + 3 * unit,
-        "fsdp_unit_bytes": unit,
-    }
+    moments = list((summary.get("at_phase_peak") or {}).values()) or [summary.get("at_peak") or {}]
+    totals = {"ddp_bytes": 0, "zero1_bytes": 0, "zero2_bytes": 0, "fsdp_bytes": 0}
+    for parts in moments:
+        params, grads, states = (parts.get(k, 0) for k in ("parameters", "gradients", "optimizer_states"))
+        step_temps = parts.get("optimizer_temporaries", 0)  # the optimizer's temporaries scale with the shard
+        other = sum(parts.values()) - params - grads - states - step_temps
+        totals["ddp_bytes"] = max(totals["ddp_bytes"], sum(parts.values()) + params)
+        totals["zero1_bytes"] = max(totals["zero1_bytes"], other + params + grads + (states + step_temps) // n)
+        totals["zero2_bytes"] = max(totals["zero2_bytes"], other + params + (grads + states + step_temps) // n)
+        totals["fsdp_bytes"] = max(totals["fsdp_bytes"], other + (params + grads + states + step_temps) // n
+                                   + (FSDP_UNITS * unit if n > 1 else 0))  # fmt: skip
+    return dict(totals, nproc=n, fsdp_unit_bytes=unit)
 
 
 def report(results, watch, request):

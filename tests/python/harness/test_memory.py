@@ -132,13 +132,17 @@ def test_the_shapes_only_peak_agrees_with_the_live_bytes_of_the_full_run() -> No
 
 
 def test_sharding_divides_what_each_strategy_shards() -> None:
-    summary = {"peak_bytes": 1000, "at_peak": {"parameters": 200, "gradients": 200, "optimizer_states": 400}}
+    backward = {"parameters": 200, "gradients": 100, "optimizer_states": 400, "activations": 300}
+    optimizer = {"parameters": 200, "gradients": 200, "optimizer_states": 400, "optimizer_temporaries": 200}
+    summary = {"peak_bytes": 1000, "at_phase_peak": {"backward": backward, "optimizer": optimizer}}
     cards = memory.per_card(summary, 4, unit=20)
-    assert cards["ddp_bytes"] == 1200  # plus DDP's gradient buckets
-    assert cards["zero1_bytes"] == 1000 - 400 + 100
-    assert cards["zero2_bytes"] == 1000 - 600 + 150
-    assert cards["fsdp_bytes"] == 1000 - 800 + 200 + 60
-    assert memory.per_card(summary, 1, unit=0)["fsdp_bytes"] == 1000
+    assert cards["ddp_bytes"] == 1000 + 200  # plus DDP's gradient buckets
+    # ZeRO-1: the optimizer's peak keeps params and grads whole, states and the step's temporaries / 4.
+    assert cards["zero1_bytes"] == max(300 + 200 + 100 + 100, 200 + 200 + 150)
+    assert cards["zero2_bytes"] == max(300 + 200 + (100 + 400) // 4, 200 + (200 + 400 + 200) // 4)
+    assert cards["fsdp_bytes"] == max(300 + 700 // 4, 1000 // 4) + memory.FSDP_UNITS * 20
+    single = memory.per_card(summary, 1, unit=20)
+    assert single["zero2_bytes"] == single["fsdp_bytes"] == 1000
 
 
 SHAPES_CHECKS = """
