@@ -9,7 +9,7 @@ mod common;
 use common::{check, python, set_up_migrate, verify_json};
 use std::path::{Path, PathBuf};
 
-/// A training program with one op torch_npu runs on the CPU (`lgamma`), a float64 tensor on the
+/// A training program with one op `torch_npu` runs on the CPU (`lgamma`), a float64 tensor on the
 /// device (which the runtime patcher turns into float32) and a host sync per step (`float(loss)`).
 const TRAIN: &str = r#"
 import torch
