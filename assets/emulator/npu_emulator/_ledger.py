@@ -120,7 +120,7 @@ def track(elem: torch.Tensor, index: int) -> None:
     state.live[key] = block
     if len(state.history) < HISTORY_LIMIT:
         state.history.append(block)
-    weakref.finalize(storage, _release, key, block)
+    weakref.finalize(storage, _release, key, block).atexit = False  # nothing to count at exit
     _grow(index, nbytes)
 
 

@@ -18,8 +18,9 @@ Values read back to the host have a documented stand-in, and each read is record
 - a device tensor copied to the host (``.cpu()``, ``.tolist()``, ``.item()``, ``bool(t)``, ``float(t)``) reads
   0 (False), except a tensor known to be constant: the results of ``isfinite`` (True) and ``isnan``/``isinf``
   (False), and ``all``/``any``/``logical_not`` of those, so that a finite-loss guard takes its usual branch;
-- ``nonzero`` / ``argwhere`` assume every element is nonzero, ``masked_select`` that every element is selected
-  (upper bounds of the result's size, hence of its memory);
+- ``nonzero`` / ``argwhere`` assume every element is nonzero, and an index with a boolean mask (``x[mask]``,
+  ``x[mask] = v``), ``masked_select`` and ``masked_scatter`` that every mask element is true (upper bounds of the
+  result's size, hence of its memory);
 - any other op whose result's shape depends on values (``unique``, ``repeat_interleave`` with tensor counts, ...)
   raises ``EmulatorLimitation``: an emulator limit, named in the report, not a fault of the program.
 """
@@ -136,6 +137,14 @@ def stand_in(func: Any, args: list[Any], kwargs: dict[str, Any], originals: dict
                 _note("host copy of a device tensor", "read as its known constant, else 0")
                 return dst
         return NotImplemented
+    if packet in _MASK_OPS:
+        config = _nonzero_config()
+        if config is not None:
+            # torch's own meta kernels, told to assume every element nonzero (every mask element true).
+            with config.patch(meta_nonzero_assume_all_nonzero=True):
+                out = func(*args, **kwargs)
+            _note(func, "every mask element true, every element nonzero")
+            return out
     if packet in (aten.nonzero, aten.argwhere):
         source = args[0]
         _note(func, "every element nonzero")
@@ -153,6 +162,21 @@ def _isfinite(tensor: torch.Tensor) -> torch.Tensor:
     result = torch.ones_like(tensor, dtype=torch.bool)
     result._npu_shapes_value = True
     return result
+
+
+# Ops whose result's shape follows a boolean mask's values (an index with a bool mask runs nonzero).
+_MASK_OPS = frozenset({aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_, aten.nonzero,
+                       aten.argwhere, aten.masked_select, aten.masked_scatter, aten.masked_scatter_})  # fmt: skip
+
+
+def _nonzero_config() -> Any:
+    """torch's switch that makes the meta ``nonzero`` assume every element nonzero (torch.fx.experimental._config,
+    ``meta_nonzero_assume_all_nonzero``), or None on a torch without it."""
+    try:
+        from torch.fx.experimental import _config  # noqa: PLC0415
+    except ImportError:
+        return None
+    return _config if hasattr(_config, "meta_nonzero_assume_all_nonzero") else None
 
 
 def meta_like(tensor: torch.Tensor) -> torch.Tensor:

@@ -168,6 +168,7 @@ found["item"] = loss.item()
 found["finite"] = bool(torch.isfinite(loss))
 found["nan"] = bool(torch.isnan(loss).any())
 found["nonzero"] = list(x.nonzero().shape)
+found["masked"] = list(x[x > 0].shape)
 found["cpu"] = x.cpu().tolist()[0][:2]
 model = nn.Linear(4096, 4096)
 found["param"] = str(model.weight.device)
@@ -185,6 +186,7 @@ def test_shapes_only_keeps_the_device_checks_and_says_what_it_could_not_check() 
     assert found["unique"][0] == "EmulatorLimitation", found
     assert found["item"] == 0.0 and found["finite"] is True and found["nan"] is False
     assert found["nonzero"] == [32, 2]  # every element assumed nonzero
+    assert found["masked"] == [32]  # every mask element assumed true
     assert found["cpu"] == [0.0, 0.0]
     assert found["param"] == "meta"  # built on the host without its bytes
     ops = {entry["op"] for entry in found["unchecked"]}
