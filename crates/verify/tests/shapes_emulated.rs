@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{check, python, set_up_migrate, verify_json};
+use common::{check, demo, python, set_up_migrate, verify_json};
 use std::path::{Path, PathBuf};
 
 /// A training program with one op `torch_npu` runs on the CPU (`lgamma`), a float64 tensor on the
@@ -170,4 +170,75 @@ fn shapes_only_needs_the_emulated_device() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The fixed demo with the original `tiny_vla/losses.py` put back (as in `demo_emulated.rs`): a
+/// per-sample loss loop that reads a length from the device per sample, and a host round trip.
+fn demo_with_the_original_loss(dir: &Path) -> PathBuf {
+    let root = demo(dir, "tiny-vla-fixed");
+    let original =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../assets/demo/tiny-vla/tiny_vla/losses.py");
+    std::fs::copy(original, root.join("tiny_vla/losses.py")).unwrap();
+    let policy = root.join("tiny_vla/policy.py");
+    let text = std::fs::read_to_string(&policy).unwrap();
+    let call = "flow_matching_targets(batch[\"actions\"])";
+    assert!(
+        text.contains(call),
+        "tiny_vla/policy.py changed: update this test"
+    );
+    let text = text
+        .replacen("import torch\n", "import numpy as np\nimport torch\n", 1)
+        .replace(
+            call,
+            "flow_matching_targets(batch[\"actions\"], np.random.default_rng(0))",
+        );
+    std::fs::write(&policy, text).unwrap();
+    root
+}
+
+#[test]
+fn the_demo_shapes_only_reports_the_syncs_and_per_sample_loops_of_its_full_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = demo_with_the_original_loss(dir.path());
+    let args = [
+        "--emulate-npu",
+        "--pipeline",
+        "--timeout",
+        "300",
+        "--config",
+        "configs/train.yaml",
+    ];
+    let (full_code, full, _) = verify_json(&root, &args, &[]);
+    let shapes_args = [&args[..], &["--shapes-only"]].concat();
+    let (shapes_code, shapes, stderr) = verify_json(&root, &shapes_args, &[]);
+    assert_eq!(full_code, shapes_code, "{stderr}");
+    for name in [
+        "pipeline.run",
+        "pipeline.params_device",
+        "pipeline.float64",
+        "pipeline.cpu_fallback",
+        "pipeline.syncs",
+    ] {
+        let (a, b) = (check(&full, name), check(&shapes, name));
+        assert_eq!(a["status"], b["status"], "{name}: {a:#} / {b:#}");
+        if name != "pipeline.run" {
+            assert_eq!(a["detail"], b["detail"], "{name}");
+        }
+    }
+    assert_eq!(check(&full, "pipeline.syncs")["status"], "warn");
+    // The per-sample loop is found at the same lines; its launch counts follow the slice lengths,
+    // which shapes-only reads as a stand-in.
+    let (a, b) = (
+        check(&full, "pipeline.per_sample"),
+        check(&shapes, "pipeline.per_sample"),
+    );
+    assert_eq!(a["status"], "warn", "{a:#}");
+    assert_eq!(b["status"], "warn", "{b:#}");
+    for line in [
+        "tiny_vla/losses.py:31 ran 32 times per step",
+        "tiny_vla/losses.py:32 ran 32 times per step",
+    ] {
+        assert!(a["detail"].as_str().unwrap().contains(line), "{a:#}");
+        assert!(b["detail"].as_str().unwrap().contains(line), "{b:#}");
+    }
 }
