@@ -91,9 +91,9 @@ pub struct Args {
     #[arg(long)]
     pub emulate_npu: bool,
 
-    /// With --emulate-npu: the emulated npu keeps shape, dtype and device, no data (meta storage), so
-    /// a training step of a model larger than this machine's memory is pre-flighted; every op is
-    /// still checked. Values read back to the host get a stand-in (0, and the report lists them).
+    /// With --emulate-npu: in the --pipeline run the emulated npu keeps shape, dtype and device, no
+    /// data (meta storage), so a training step of a model larger than this machine's memory is
+    /// pre-flighted; every op is still checked. Values read back to the host get a stand-in (0, and the report lists them).
     /// With --nproc-per-node N, one process runs and the memory report divides it over N cards.
     #[arg(long, requires = "emulate_npu")]
     pub shapes_only: bool,

@@ -53,9 +53,6 @@ impl Session<'_> {
                 env.push((name.into(), value.into()));
             }
         }
-        if self.args.shapes_only {
-            env.push(("NPU_EMULATOR_SHAPES_ONLY".into(), "1".into()));
-        }
         if let Some(count) = ranks
             && self.args.emulate_npu
         {
