@@ -145,6 +145,12 @@ def stand_in(func: Any, args: list[Any], kwargs: dict[str, Any], originals: dict
                 out = func(*args, **kwargs)
             _note(func, "every mask element true, every element nonzero")
             return out
+    if packet in (aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_) and len(args) > 1:
+        # torch without that switch: each boolean mask becomes the long indices of all its elements.
+        indices = _all_selected(args[1])
+        if indices is not None:
+            _note(func, "every mask element true, every element nonzero")
+            return func(args[0], indices, *args[2:], **kwargs)
     if packet in (aten.nonzero, aten.argwhere):
         source = args[0]
         _note(func, "every element nonzero")
@@ -167,6 +173,23 @@ def _isfinite(tensor: torch.Tensor) -> torch.Tensor:
 # Ops whose result's shape follows a boolean mask's values (an index with a bool mask runs nonzero).
 _MASK_OPS = frozenset({aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_, aten.nonzero,
                        aten.argwhere, aten.masked_select, aten.masked_scatter, aten.masked_scatter_})  # fmt: skip
+
+
+def _all_selected(indices: Any) -> Any:
+    """``indices`` of an index op with each boolean mask replaced by the long indices that select all of its
+    elements (one index tensor per mask dimension), or None when there is no mask."""
+    if not isinstance(indices, (list, tuple)):
+        return None
+    found = False
+    expanded: list[Any] = []
+    for index in indices:
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.bool, torch.uint8):
+            found = True
+            count = int(index.numel())
+            expanded.extend(torch.empty((count,), dtype=torch.long, device=META) for _ in range(max(index.dim(), 1)))
+        else:
+            expanded.append(index)
+    return expanded if found else None
 
 
 def _nonzero_config() -> Any:
