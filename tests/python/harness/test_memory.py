@@ -267,3 +267,32 @@ def test_the_memory_check_says_whether_the_step_fits(hbm_gb: float, status: str)
     assert check["data"]["sharding"]["nproc"] == 4
     if status == "fail":
         assert check["detail"].startswith("does not fit: 3.0 MB of 0.001 GB") and "FSDP over 4 cards" in check["detail"]
+
+
+TRANSFORMERS = """
+from transformers import LlamaConfig, LlamaForCausalLM
+config = LlamaConfig(hidden_size=256, intermediate_size=688, num_hidden_layers=2, num_attention_heads=4,
+                     vocab_size=1000)
+model = LlamaForCausalLM(config)
+built_on = str(model.model.embed_tokens.weight.device)
+model.to("npu")
+optimizer = torch.optim.AdamW(model.parameters())
+ids = torch.randint(0, 1000, (2, 64)).to("npu")
+model(input_ids=ids, labels=ids).loss.backward()
+optimizer.step()
+print(json.dumps({"built_on": built_on, "peak": _ledger.summary()["peak_bytes"]}))
+"""
+
+
+def _has_transformers() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("transformers") is not None
+
+
+@pytest.mark.skipif(not _has_transformers(), reason="transformers is not installed in this interpreter")
+def test_a_transformers_model_built_from_its_config_has_no_bytes_and_the_same_peak() -> None:
+    full = run(TRANSFORMERS, shapes=False)
+    shapes = run(TRANSFORMERS, shapes=True)
+    assert full["built_on"] == "cpu" and shapes["built_on"] == "meta"
+    assert abs(shapes["peak"] - full["peak"]) <= 0.05 * full["peak"], (full, shapes)
