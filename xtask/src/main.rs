@@ -9,6 +9,7 @@ mod accuracy;
 mod bench_patches;
 mod bench_progress;
 mod bench_scan;
+mod bench_shapes;
 mod codegen;
 mod conformance;
 mod corpus;
@@ -100,6 +101,8 @@ enum Bench {
     Scan(bench_scan::Args),
     /// Runtime patch overhead and emulated device cost.
     Patches(bench_patches::Args),
+    /// `npu-verify --shapes-only` on VLA-shaped programs up to OpenVLA-7B's shapes.
+    Shapes(bench_shapes::Args),
 }
 
 fn main() -> Result<()> {
@@ -118,6 +121,7 @@ fn main() -> Result<()> {
         Command::Bench(Bench::Progress(args)) => bench_progress::run(&args),
         Command::Bench(Bench::Scan(args)) => bench_scan::run(&args),
         Command::Bench(Bench::Patches(args)) => bench_patches::run(&args),
+        Command::Bench(Bench::Shapes(args)) => bench_shapes::run(&args),
         Command::Accuracy(args) => accuracy::run(&args),
         Command::Dist(args) => dist::run(&args).map(|_| ()),
         Command::Tidy => tidy::run(),

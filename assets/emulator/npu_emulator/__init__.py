@@ -24,6 +24,12 @@ from npu_emulator._errors import (
 from npu_emulator._install import install, is_installed
 from npu_emulator._kernels import fallbacks as cpu_fallbacks
 from npu_emulator._kernels import table_info as kernel_table
+from npu_emulator._ledger import reset as reset_memory
+from npu_emulator._ledger import round_size as allocator_block_size
+from npu_emulator._ledger import summary as memory_summary
+from npu_emulator._shapes import enabled as shapes_only
+from npu_emulator._shapes import load_safetensors
+from npu_emulator._shapes import unchecked as shapes_unchecked
 from npu_emulator._rules import (
     RESTRICTIONS,
     enabled_restrictions,
@@ -37,6 +43,7 @@ __all__ = [
     "EmulatedNPUError",
     "EmulatorLimitation",
     "EmulatorLimitationWarning",
+    "allocator_block_size",
     "clear_faults",
     "cpu_fallbacks",
     "faults",
@@ -45,6 +52,11 @@ __all__ = [
     "install",
     "is_installed",
     "kernel_table",
+    "load_safetensors",
+    "memory_summary",
+    "reset_memory",
     "restrictions",
     "set_restriction",
+    "shapes_only",
+    "shapes_unchecked",
 ]

@@ -18,6 +18,7 @@ from npu_emulator import (
     _generator,
     _legacy_types,
     _serialization,
+    _shapes,
     _tensor,
 )
 from npu_emulator._errors import EmulatedNPUError, emulated_message
@@ -41,7 +42,8 @@ def _empty_memory_format(
 ) -> torch.Tensor:
     del layout, pin_memory
     index = None if device is None else _checks.check_device_index(torch.device(device), "aten.empty.memory_format")
-    return NPUTensor(torch.empty(size, dtype=dtype, memory_format=memory_format), index=index)
+    host = _shapes.host_device()
+    return NPUTensor(torch.empty(size, dtype=dtype, memory_format=memory_format, device=host), index=index)
 
 
 def _empty_strided(
@@ -54,14 +56,14 @@ def _empty_strided(
 ) -> torch.Tensor:
     del layout, pin_memory
     index = None if device is None else _checks.check_device_index(torch.device(device), "aten.empty_strided")
-    return NPUTensor(torch.empty_strided(size, stride, dtype=dtype), index=index)
+    return NPUTensor(torch.empty_strided(size, stride, dtype=dtype, device=_shapes.host_device()), index=index)
 
 
 def _indices_factory(op: Any) -> Any:
     def kernel(row: int, col: int, offset: int = 0, **kwargs: Any) -> torch.Tensor:
         device = kwargs.get("device")
         index = None if device is None else _checks.check_device_index(torch.device(device), op)
-        kwargs["device"] = torch.device("cpu")
+        kwargs["device"] = _shapes.host_device()
         return NPUTensor(op(row, col, offset, **kwargs), index=index)
 
     return kernel
@@ -190,6 +192,8 @@ def install() -> None:
     _state["installed"] = True
     _backward_on_the_calling_thread()
     _distributed.install(python_backend=_state["backend"] == "python")
+    if _shapes.requested():
+        _shapes.install()
 
 
 def _autograd_fallback(global_lib: torch.library.Library) -> None:

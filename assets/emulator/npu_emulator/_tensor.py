@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks, _devices, _kernels, _rnn, _serialization
+from npu_emulator import _checks, _devices, _kernels, _ledger, _rnn, _serialization, _shapes
 from npu_emulator._errors import EmulatedNPUError, emulated_message, limitation, record_fault
 from npu_emulator._rules import ENABLED
 
@@ -66,6 +66,8 @@ _INDEX_OPS = frozenset(
 def _device_numpy(tensor: NPUTensor, *, force: bool = False) -> Any:
     """``Tensor.numpy()`` of a device tensor: fails as on a real device (``force=True`` copies to host)."""
     if force:  # as for any device tensor: a host copy
+        if tensor.elem.is_meta:
+            return tensor.detach().cpu().numpy()  # shapes-only: the host stand-in (npu_emulator._shapes)
         return tensor.elem.detach().clone().numpy()
     if not ENABLED["numpy"]:
         return tensor.elem.detach().numpy()
@@ -118,6 +120,7 @@ class NPUTensor(torch.Tensor):
         )
         wrapper.elem = elem
         wrapper.index = index
+        _ledger.track(elem, index)
         return wrapper
 
     # No per-call __torch_function__ work: only aten dispatch is intercepted.
@@ -169,6 +172,8 @@ class NPUTensor(torch.Tensor):
         self.index = value.index
 
     def tolist(self) -> Any:
+        if self.elem.is_meta:
+            return self.cpu().tolist()  # shapes-only: the host stand-in (npu_emulator._shapes)
         return self.elem.tolist()
 
     def data_ptr(self) -> int:
@@ -256,7 +261,7 @@ class NPUTensor(torch.Tensor):
                     target = torch.device(value)
                     if target.type == "npu":
                         target_index = _checks.check_device_index(target, func)
-                        new_kwargs[key] = torch.device("cpu")
+                        new_kwargs[key] = _shapes.host_device()
                         continue
                     to_device = False
                 new_kwargs[key] = _unwrap(value, originals, cpu_dense, npu_dtypes, indices)
@@ -285,7 +290,11 @@ class NPUTensor(torch.Tensor):
         try:
             out = kernel(*new_args, **new_kwargs) if kernel else _run(func, random_op, new_args, new_kwargs)
         except Exception as error:  # noqa: BLE001 - classified below
-            out = _fallback(func, error, random_op, new_args, new_kwargs)
+            out = NotImplemented
+            if _shapes.enabled():
+                out = _shapes.stand_in(func, new_args, new_kwargs, originals)
+            if out is NotImplemented:
+                out = _fallback(func, error, random_op, new_args, new_kwargs)
         try:
             if host_results:
                 result = tuple(
@@ -298,6 +307,8 @@ class NPUTensor(torch.Tensor):
             raise limitation(str(func), error) from error
         if func is _CONVOLUTION and torch._C._get_tracing_state() is not None:
             _trace_convolution(args, kwargs or {}, result)
+        if _shapes.enabled():
+            _shapes.after(func, args, result)
         return result
 
 
@@ -360,7 +371,12 @@ def _repr(tensor: NPUTensor, tensor_contents: object) -> str:
                 suffixes.append(f"size={tuple(tensor.shape)}")
             if not has_default_dtype:
                 suffixes.append(f"dtype={tensor.dtype}")
-            contents = _tensor_str(elem.detach(), indent)
+            if elem.is_meta:  # shapes-only: no values to print
+                if PRINT_OPTS.edgeitems:
+                    suffixes.append(f"size={tuple(tensor.shape)}")
+                contents = "..."
+            else:
+                contents = _tensor_str(elem.detach(), indent)
     if tensor_contents is not None:
         contents = str(tensor_contents)
     if tensor.grad_fn is not None:
@@ -531,6 +547,7 @@ def _resync(wrapper: NPUTensor) -> None:
         and wrapper.storage_offset() == elem.storage_offset()
     ):
         return
+    _ledger.track(elem, wrapper.index)  # a resize in place changes the storage's size
     replacement = NPUTensor(elem, index=wrapper.index)
     with torch.no_grad():
         TensorBase.data.__set__(wrapper, replacement)
@@ -541,4 +558,6 @@ def to_npu(tensor: torch.Tensor) -> NPUTensor:
     """Copy a CPU tensor onto the emulated device (keeps ``requires_grad`` as a leaf)."""
     if isinstance(tensor, NPUTensor):
         return tensor
+    if _shapes.enabled():
+        return NPUTensor(_shapes.meta_like(tensor), requires_grad=tensor.requires_grad)
     return NPUTensor(tensor.detach().clone(), requires_grad=tensor.requires_grad)

@@ -194,6 +194,8 @@ def setup_torch(request, results):
         sys.path.insert(0, emulator_dir)
         # The emulator's faults in DataLoader workers and other child processes come back through this file.
         os.environ.setdefault("NPU_EMULATOR_FAULTS_FILE", request["results"] + ".faults.jsonl")
+        if request.get("shapes_only") and request.get("mode") == "pipeline":
+            os.environ["NPU_EMULATOR_SHAPES_ONLY"] = "1"  # the steps keep shapes only; --runtime and --data data
         try:
             import npu_emulator
 

@@ -56,6 +56,13 @@ def run(request, results, setup_torch):
     loaders = DataWatch(torch, request.get("batches", 3), observer, request["project_root"]) if mode == "data" else None
     if loaders is not None:
         loaders.install()
+    memory = None
+    if mode == "pipeline" and emulated:
+        from .memory import MemoryWatch
+
+        memory = MemoryWatch(torch)
+        if not memory.install():
+            memory = None
     ranks = None
     if request.get("distributed") and mode == "pipeline":
         from .ranks import DistWatch
@@ -86,8 +93,15 @@ def run(request, results, setup_torch):
         traceback.print_exception(type(outcome.exc), outcome.exc, outcome.exc.__traceback__)
     results.fact("timing", {"program_s": program_s, "first_step_s": observer.step_times[0] if observer.step_times else None})
 
+    if memory is not None:
+        memory.uninstall()
     if mode == "pipeline":
         code = report_pipeline(request, results, observer, watch, outcome, emulated, profile)
+        from .memory import report as report_memory
+        from .memory import report_shapes
+
+        report_memory(results, memory, request)
+        report_shapes(results)
     else:
         code = report_data(request, results, loaders, outcome)
     watch.remove_all()

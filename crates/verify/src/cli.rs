@@ -10,6 +10,7 @@ Examples:
   npu-verify . --pipeline --emulate-npu --steps 2          # pre-flight on a machine without an NPU
   npu-verify . --pipeline --emulate-npu --steps 3 --record-issues  # measured findings into issues.json
   npu-verify . --pipeline --nproc-per-node 2 --emulate-npu # two ranks under torchrun, hccl as gloo
+  npu-verify . --pipeline --emulate-npu --shapes-only --hbm-gb 64  # a 7B step without its memory: fits?
   npu-verify . --runtime --conda-env torch_npu_env --format json
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
   npu-verify . --pipeline -- bash migrate_to_cloudrobo/train.sh bash examples/finetune.sh
@@ -90,6 +91,18 @@ pub struct Args {
     #[arg(long)]
     pub emulate_npu: bool,
 
+    /// With --emulate-npu: in the --pipeline run the emulated npu keeps shape, dtype and device, no
+    /// data (meta storage), so a training step of a model larger than this machine's memory is
+    /// pre-flighted; every op is still checked. Values read back to the host get a stand-in (0, and the report lists them).
+    /// With --nproc-per-node N, one process runs and the memory report divides it over N cards.
+    #[arg(long, requires = "emulate_npu")]
+    pub shapes_only: bool,
+
+    /// The HBM of one card in GB (2^30 bytes): the --pipeline memory report says whether the peak
+    /// device memory of a training step fits (an emulated run measures it).
+    #[arg(long, value_name = "GB", value_parser = positive_gb)]
+    pub hbm_gb: Option<f64>,
+
     /// Run --pipeline under torchrun with N processes on this machine (one per card; with
     /// --emulate-npu each rank gets the emulated card of its local rank, and hccl runs as
     /// gloo). Default: the process count of a torchrun launch command after `--` (or of the
@@ -126,4 +139,11 @@ pub struct Args {
     /// `-- bash scripts/finetune.sh`: the first Python program a script starts runs under the harness).
     #[arg(last = true, value_name = "LAUNCH")]
     pub launch: Vec<String>,
+}
+
+fn positive_gb(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(gb) if gb.is_finite() && gb > 0.0 => Ok(gb),
+        _ => Err(format!("{text:?} is not a positive number of GB")),
+    }
 }

@@ -74,6 +74,9 @@ impl Session<'_> {
     /// How many processes `--pipeline` runs under torchrun: `--nproc-per-node`, else the count
     /// the launch command after `--` (or the script it runs) sets when it is more than one.
     fn processes(&self) -> Option<u32> {
+        if self.args.shapes_only {
+            return None; // one process; the memory report divides its step over the cards
+        }
         self.args.nproc_per_node.or_else(|| {
             crate::launch::launch_processes(&self.args.launch, &self.root).filter(|n| *n > 1)
         })
@@ -135,6 +138,11 @@ impl Session<'_> {
             "steps": self.args.steps,
             "profile": !self.args.no_profile,
             "batches": self.args.batches,
+            "shapes_only": self.args.shapes_only,
+            "hbm_gb": self.args.hbm_gb,
+            "shard_over": self.args.nproc_per_node.or_else(|| {
+                crate::launch::launch_processes(&self.args.launch, &self.root).filter(|n| *n > 1)
+            }),
         }))
     }
 
