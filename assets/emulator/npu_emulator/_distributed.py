@@ -57,6 +57,56 @@ def install(python_backend: bool = True) -> None:
     if BACKEND.upper() not in dist.Backend._plugins:
         creator = _create if python_backend else _unsupported
         dist.Backend.register_backend(BACKEND, creator, extended_api=True, devices=["npu"])
+    if python_backend:
+        _guard_used_parameter_map()
+
+
+#: The DDP options whose reducer copies its map of used parameters through pinned host memory.
+PINNED_MAP_OPTIONS = ("find_unused_parameters", "static_graph")
+
+PINNED_MAP_CAUSE = (
+    "DDP's reducer copies its map of used parameters to the device through pinned host memory, and torch >= 2.10's "
+    "Python device backend has no pinned-memory allocator (torch's PrivateUse1 hooks raise NotImplementedError for "
+    "getPinnedMemoryAllocator at the first backward)"
+)
+PINNED_MAP_HINT = (
+    "torch_npu's NPU hooks provide one (torch-npu 2.14.0 torch_npu/csrc/core/npu/NPUHooksInterface.h), so this runs "
+    "on a real NPU; to pre-flight the rest, set {option}=False where no parameter goes unused in a step"
+)
+
+
+def _guard_used_parameter_map() -> None:
+    """Refuse ``DistributedDataParallel(find_unused_parameters=True)`` / ``static_graph=True`` over npu
+    parameters at construction, as an emulator limitation that names the option, instead of torch's
+    NotImplementedError from inside the first backward pass."""
+    import functools
+    import inspect
+
+    from torch.nn.parallel import DistributedDataParallel
+
+    original = DistributedDataParallel.__init__
+    if getattr(original, "_npu_emulator_guard", False):
+        return
+    signature = inspect.signature(original)
+
+    @functools.wraps(original)
+    def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        try:
+            bound = signature.bind(self, *args, **kwargs).arguments
+        except TypeError:
+            bound = {}
+        module = bound.get("module")
+        on_device = module is not None and any(p.device.type == "npu" for p in module.parameters())
+        for option in PINNED_MAP_OPTIONS:
+            if on_device and bound.get(option):
+                from npu_emulator._errors import limitation
+
+                op = f"DistributedDataParallel({option}=True)"
+                raise limitation(op, NotImplementedError(PINNED_MAP_CAUSE), PINNED_MAP_HINT.format(option=option))
+        original(self, *args, **kwargs)
+
+    init._npu_emulator_guard = True  # type: ignore[attr-defined]
+    DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
 
 
 def _unsupported(opts: Any, pg_options: Any) -> Any:

@@ -230,3 +230,66 @@ def test_hccl_says_why_it_cannot_start_on_older_torch() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert "hccl process group needs torch >= 2.10" in done.stdout, done.stdout
+
+
+DDP_OPTIONS = """
+rank = int(os.environ["LOCAL_RANK"])
+device = os.environ["DDP_DEVICE"]
+dist.init_process_group("hccl" if device == "npu" else "gloo")
+if device == "npu":
+    torch.npu.set_device(rank)
+torch.manual_seed(0)
+model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.BatchNorm1d(8), torch.nn.Linear(8, 2)).to(device)
+ddp = torch.nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=True, broadcast_buffers=False)
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+generator = torch.Generator().manual_seed(rank)
+for _ in range(3):
+    ddp(torch.randn(8, 4, generator=generator).to(device)).pow(2).mean().backward()
+    opt.step()
+    opt.zero_grad()
+state = {k: v.cpu().tolist() for k, v in model.state_dict().items()}
+with open(f"{device}{rank}.json", "w") as out:
+    import json
+    json.dump(state, out)
+dist.destroy_process_group()
+"""
+
+
+@needs_hccl
+def test_ddp_options_train_on_two_emulated_ranks_as_on_two_cpu_ranks(tmp_path: Path) -> None:
+    import json
+
+    for device in ("cpu", "npu"):
+        done = _torchrun(tmp_path, DDP_OPTIONS, DDP_DEVICE=device)
+        assert done.returncode == 0, done.stderr
+    for rank in (0, 1):
+        cpu = json.loads((tmp_path / f"cpu{rank}.json").read_text())
+        npu = json.loads((tmp_path / f"npu{rank}.json").read_text())
+        assert cpu.keys() == npu.keys()
+        for key in cpu:
+            assert torch.allclose(torch.tensor(cpu[key]), torch.tensor(npu[key]), atol=1e-6), key
+
+
+@needs_hccl
+def test_ddp_that_needs_pinned_host_memory_is_an_emulator_limitation_naming_the_option() -> None:
+    done = _python(
+        """
+        from npu_emulator._errors import EmulatorLimitation
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29531", RANK="0", WORLD_SIZE="1")
+        dist.init_process_group("hccl")
+        model = torch.nn.Linear(4, 2).to("npu")
+        for option in ("find_unused_parameters", "static_graph"):
+            try:
+                torch.nn.parallel.DistributedDataParallel(model, **{option: True})
+            except EmulatorLimitation as error:
+                assert f"DistributedDataParallel({option}=True)" in str(error), error
+                assert "pinned" in str(error) and f"{option}=False" in str(error), error
+            else:
+                raise AssertionError(f"{option}=True was accepted")
+        cpu = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2), find_unused_parameters=True)
+        print("ok", type(cpu).__name__)
+        dist.destroy_process_group()
+        """
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["ok", "DistributedDataParallel"]
