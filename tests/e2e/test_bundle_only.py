@@ -112,6 +112,29 @@ def test_1b_the_bundle_can_rebuild_its_binaries_offline(m: Machine) -> None:
     assert not (m.skill / "source" / "corpus").exists()
 
 
+def test_1c_the_bundle_ships_every_workspace_file_the_build_read(m: Machine) -> None:
+    """Every workspace input that cargo's dep-info records for the bundle's binaries (sources and
+    `include_str!` inputs anywhere in the tree) is in the tarball's source/, so `bash build.sh` finds it offline."""
+    target = Path(os.environ.get("NPU_PATCHER_TARGET", CHECKOUT / "target"))
+    triple = (m.skill / "bin" / "TARGET.txt").read_text().strip()
+    dep_infos = [d / f"{binary}.d" for d in (target / "debug", target / triple / "debug", target / "release")
+                 for binary in ("npu-scan", "npu-progress", "npu-verify", "npu-train", "npu-assets")]
+    dep_infos = [d for d in dep_infos if d.is_file()]
+    assert dep_infos, f"no dep-info of the binaries under {target}"
+    inputs = set()
+    for dep_info in dep_infos:
+        for line in dep_info.read_text().splitlines():
+            if ": " not in line:
+                continue
+            for word in line.split(": ", 1)[1].replace("\\ ", "\0").split(" "):
+                path = Path(word.replace("\0", " "))
+                if word and path.is_relative_to(CHECKOUT) and not path.is_relative_to(CHECKOUT / "target"):
+                    inputs.add(path.relative_to(CHECKOUT).as_posix())
+    assert "torch-npu/wheels.json" in inputs, "the release build reads torch-npu/wheels.json (npu-assets)"
+    missing = sorted(rel for rel in inputs if not (m.skill / "source" / rel).is_file())
+    assert not missing, f"source/ lacks files the build reads: {missing}"
+
+
 def test_2_init_with_the_emulator(m: Machine) -> None:
     result = m.run(m.skill / "bin" / "npu-assets", "init", m.project, "--emulator", expect=0)
     assert "created" in result.stdout and "migrate_to_cloudrobo/train.sh" in result.stdout

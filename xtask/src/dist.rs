@@ -151,9 +151,35 @@ pub fn run(args: &Args) -> Result<Bundle> {
         }
     }
     let source = stage.join(SOURCE);
-    for rel in source_files(&root)? {
-        copy(&root.join(&rel), &source.join(&rel))?;
+    // The workspace's structure (manifests, sources, assets/), plus every workspace file that
+    // cargo's dep-info says the build of the binaries read (`include_str!`/`include_bytes!`
+    // inputs anywhere in the tree), so that `bash build.sh` finds them offline.
+    let inputs = build_inputs(&root, &bin_dir)?;
+    let mut shipped = source_files(&root)?;
+    shipped.extend(inputs.iter().cloned());
+    shipped.sort();
+    shipped.dedup();
+    for rel in &shipped {
+        copy(&root.join(rel), &source.join(rel))?;
     }
+    let missing: Vec<&String> = inputs
+        .iter()
+        .filter(|rel| !source.join(rel).is_file())
+        .collect();
+    if !missing.is_empty() {
+        bail!(
+            "source/ lacks files the release build reads: {}",
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    eprintln!(
+        "xtask: source/ holds all {} workspace files the build of the binaries read (cargo's dep-info)",
+        inputs.len()
+    );
     write(&source.join(".cargo").join("config.toml"), CARGO_CONFIG)?;
     let mut platforms: Vec<String> = vendor::LINUX_TARGETS
         .iter()
@@ -411,6 +437,67 @@ pub fn source_files(root: &Path) -> Result<Vec<String>> {
     }
     out.sort();
     Ok(out)
+}
+
+/// The workspace files (`/`-separated, relative to `root`), sorted, that cargo's dep-info
+/// records as inputs of the five binaries just built into `bin_dir` (`<binary>.d`: every source
+/// file and every `include_str!`/`include_bytes!` input of the binary and its dependencies).
+/// Files outside the workspace (the registry's crates, the standard library) are left out.
+pub fn build_inputs(root: &Path, bin_dir: &Path) -> Result<Vec<String>> {
+    let mut out = Vec::new();
+    for (_, binary) in BINARIES {
+        let path = bin_dir.join(format!("{binary}.d"));
+        let text = fs::read_to_string(&path).with_context(|| {
+            format!(
+                "cannot read cargo's dep-info {} (build the binaries first)",
+                path.display()
+            )
+        })?;
+        out.extend(dep_info_inputs(&text, root));
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The inputs listed by a Makefile-style dep-info text (`target: input input ...`, spaces in a
+/// path escaped as `\ `) that lie under `root`, relative to it, without the build's own outputs.
+fn dep_info_inputs(text: &str, root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((_, inputs)) = line.split_once(": ") else {
+            continue;
+        };
+        let mut current = String::new();
+        let mut words = Vec::new();
+        let mut chars = inputs.chars().peekable();
+        while let Some(c) = chars.next() {
+            match c {
+                '\\' if chars.peek() == Some(&' ') => {
+                    current.push(' ');
+                    chars.next();
+                }
+                ' ' => words.push(std::mem::take(&mut current)),
+                _ => current.push(c),
+            }
+        }
+        words.push(current);
+        for word in words.into_iter().filter(|w| !w.is_empty()) {
+            let Ok(rel) = Path::new(&word).strip_prefix(root) else {
+                continue;
+            };
+            if rel.starts_with("target") {
+                continue;
+            }
+            out.push(
+                rel.components()
+                    .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                    .collect::<Vec<_>>()
+                    .join("/"),
+            );
+        }
+    }
+    out
 }
 
 /// The emulator folder, in `assets/` and in the bundle.
@@ -834,6 +921,21 @@ mod tests {
                 "source/ should not ship {file}"
             );
         }
+    }
+
+    #[test]
+    fn dep_info_inputs_are_the_workspace_files_relative_to_the_root() {
+        let text = "/w/target/release/npu-assets: /w/crates/a/src/lib.rs /w/torch-npu/wheels.json \
+                    /home/u/.cargo/registry/x/src/lib.rs /w/assets/my\\ file.txt /w/target/out.rs\n\n\
+                    /w/crates/a/src/lib.rs:\n";
+        assert_eq!(
+            dep_info_inputs(text, Path::new("/w")),
+            [
+                "crates/a/src/lib.rs",
+                "torch-npu/wheels.json",
+                "assets/my file.txt"
+            ]
+        );
     }
 
     #[test]

@@ -28,6 +28,12 @@ pub struct Args {
     /// Seconds after which a run counts as hung and is killed.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
+    /// With `extra`: the test venv's torch first (set by `cargo xtask test`).
+    #[arg(skip)]
+    pub default_venv: bool,
+    /// Torch versions after the test venv's (set by `cargo xtask test`).
+    #[arg(skip)]
+    pub extra: Vec<String>,
 }
 
 /// The exit status the stress program ends with; any other status is a failure.
@@ -60,7 +66,13 @@ enum Outcome {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let versions = versions(&args.torch);
+    let versions = if args.default_venv {
+        std::iter::once(None)
+            .chain(args.extra.iter().cloned().map(Some))
+            .collect()
+    } else {
+        versions(&args.torch)
+    };
     let mut all_clean = true;
     for version in &versions {
         let python = python_for(version.as_deref())?;

@@ -8,7 +8,7 @@
 //! over `tests/`, then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
 //! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
-//! check. Every step runs even when an earlier one fails, so one run shows everything that is
+//! check, then the short exit stress check ([`crate::stress_exit`]). Every step runs even when an earlier one fails, so one run shows everything that is
 //! wrong; the exit code is non-zero if any step failed.
 
 use anyhow::{Result, bail};
@@ -27,6 +27,10 @@ pub struct Args {
     /// Skip the torch matrix.
     #[arg(long)]
     no_matrix: bool,
+    /// Fresh interpreters per torch version in the exit stress check (`cargo xtask stress-exit`
+    /// runs 200); 0 skips it.
+    #[arg(long, default_value_t = 30, value_name = "N")]
+    stress_runs: usize,
     /// Also check that the release tarball rebuilds `bin/` offline (`cargo xtask dist
     /// --check-offline-build`: a release build from the vendored sources, minutes).
     #[arg(long)]
@@ -227,6 +231,37 @@ pub fn run(args: &Args) -> Result<()> {
         crate::matrix::run(&versions, &env, &mut |s: crate::matrix::Step| {
             steps.record(s.name, s.ok, s.secs);
         });
+    }
+    if args.stress_runs > 0 {
+        // Interpreters that install the emulated npu, train a step and exit: none may abort at
+        // exit, hang or lose output (the short form of `cargo xtask stress-exit`).
+        let t = Instant::now();
+        let versions: Vec<String> = if args.no_matrix {
+            Vec::new()
+        } else if args.torch.is_empty() {
+            crate::venv::MATRIX
+                .iter()
+                .map(|v| (*v).to_owned())
+                .collect()
+        } else {
+            args.torch.clone()
+        };
+        let stress = crate::stress_exit::run(&crate::stress_exit::Args {
+            runs: args.stress_runs,
+            torch: Vec::new(),
+            jobs: None,
+            timeout: 120,
+            default_venv: true,
+            extra: versions,
+        });
+        if let Err(e) = &stress {
+            eprintln!("xtask: error: {e:#}");
+        }
+        steps.step(
+            &format!("stress-exit ({} runs per torch)", args.stress_runs),
+            stress.is_ok(),
+            t,
+        );
     }
     let t = Instant::now();
     let tables = crate::support_table::run(&crate::support_table::Args { check: true });

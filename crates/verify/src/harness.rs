@@ -285,6 +285,19 @@ impl Outcome {
                  command by hand to see the crash",
             ));
         }
+        if let Some(sig) = self.signal {
+            // The harness wrote its last record (`done`) and only then died: every check above was
+            // reached; the crash is the interpreter's exit, reported as such (not as a failed step,
+            // and not as a pass).
+            return Some(Check::fail(
+                &name,
+                format!(
+                    "the interpreter aborted at exit after the program finished: the {} run's results are                      complete, then the process was killed by signal {sig}; {tail}",
+                    self.mode
+                ),
+                "the program's work is done and its checks above stand; the abort comes from a thread or                  destructor of torch or an extension at interpreter exit (`terminate called without an                  active exception` is typical); run the command by hand to see it, and with --emulate-npu                  report it as an emulator fault",
+            ));
+        }
         None
     }
 
@@ -745,6 +758,45 @@ mod tests {
             tail: "rank zero says why".into(),
         }];
         assert_eq!(outcome.program_output(), "rank zero says why");
+    }
+
+    #[test]
+    fn an_abort_after_the_last_record_is_an_abort_at_exit_not_a_failed_step_or_a_pass() {
+        let interpreter = Interpreter {
+            program: "python3".into(),
+            args: Vec::new(),
+            source: "test".into(),
+        };
+        let timeout = Duration::from_secs(60);
+        let mut outcome = Outcome {
+            mode: "pipeline".into(),
+            hello: Some(serde_json::json!({})),
+            done: true,
+            exit_code: Some(0),
+            tail: "step 2 loss 0.5\nterminate called without an active exception\n".into(),
+            ..Outcome::default()
+        };
+        assert!(outcome.failure_check(&interpreter, timeout).is_none());
+        outcome.exit_code = None;
+        outcome.signal = Some(6);
+        let check = outcome.failure_check(&interpreter, timeout).unwrap();
+        assert_eq!(check.name, "pipeline.harness");
+        assert!(
+            check
+                .detail
+                .starts_with("the interpreter aborted at exit after the program finished"),
+            "{}",
+            check.detail
+        );
+        assert!(check.detail.contains("terminate called"), "{}", check.detail);
+        // Died before its last record: the run itself crashed.
+        outcome.done = false;
+        let check = outcome.failure_check(&interpreter, timeout).unwrap();
+        assert!(
+            check.detail.starts_with("the harness died during the pipeline run"),
+            "{}",
+            check.detail
+        );
     }
 
     #[test]
