@@ -1587,5 +1587,28 @@ def _main(argv: list[str]) -> int:
     return 1 if failed else 0
 
 
+def _mark_program_end() -> None:
+    """Under npu-train (``$NPU_PATCHER_EXIT_MARKER``), leave a file named after this process when the interpreter
+    starts its exit, after the program's own ``atexit`` handlers: npu-train then tells an abort at exit from a crash
+    of the training."""
+    import atexit
+
+    folder = os.environ.get("NPU_PATCHER_EXIT_MARKER")
+    if not folder:
+        return
+
+    def mark() -> None:
+        try:
+            with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8"):
+                pass
+        except OSError:
+            pass
+
+    atexit.register(mark)
+
+
+_mark_program_end()
+
+
 if __name__ == "__main__":
     raise SystemExit(_main(sys.argv[1:]))

@@ -192,6 +192,31 @@ def install() -> None:
     _state["installed"] = True
     _backward_on_the_calling_thread()
     _distributed.install(python_backend=_state["backend"] == "python")
+    _mark_program_end()
+
+
+#: npu-train's folder for the processes of a run that returned from their program (see its --help).
+EXIT_MARKER = "NPU_PATCHER_EXIT_MARKER"
+
+
+def _mark_program_end() -> None:
+    """Under npu-train, leave a file named after this process in ``$NPU_PATCHER_EXIT_MARKER`` when the
+    interpreter starts its exit (registered first, so it runs after the program's own ``atexit`` handlers): an
+    abort after it is an abort at exit, which npu-train then says."""
+    import os
+
+    folder = os.environ.get(EXIT_MARKER)
+    if not folder:
+        return
+
+    def mark() -> None:
+        try:
+            with open(os.path.join(folder, str(os.getpid())), "w", encoding="utf-8"):
+                pass
+        except OSError:
+            pass
+
+    atexit.register(mark)
     if _shapes.requested():
         _shapes.install()
 

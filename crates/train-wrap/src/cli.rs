@@ -213,9 +213,26 @@ fn launch(cli: &Cli) -> Result<u8> {
         None => cli.command.clone(),
     };
     eprintln!("npu-train: logging to {}", log.path.display());
+    // Python processes of the run that returned from their program write a file here at exit
+    // (`NPU_PATCHER_EXIT_MARKER`, read by the emulator and the runtime patches): an abort after
+    // that is the interpreter's exit, not the training.
+    let markers = tempfile::Builder::new()
+        .prefix("npu-train-exit-")
+        .tempdir()
+        .ok();
+    if let Some(dir) = &markers {
+        plan.changes
+            .insert(EXIT_MARKER.into(), Some(dir.path().as_os_str().to_owned()));
+    }
     let finished = launch::run(&command, &plan, Some(log))?;
     for note in &finished.notes {
         eprintln!("npu-train: warning: {note}");
+    }
+    let finished_programs = markers.as_ref().map_or(0, |dir| {
+        std::fs::read_dir(dir.path()).map_or(0, Iterator::count)
+    });
+    if let Some(note) = abort_at_exit(finished.signal, finished.code, finished_programs) {
+        eprintln!("npu-train: {note}");
     }
     if banner.is_some() {
         eprintln!(
@@ -224,4 +241,44 @@ fn launch(cli: &Cli) -> Result<u8> {
         );
     }
     Ok(finished.code)
+}
+
+/// The environment variable naming the folder where Python processes of the run leave a file when
+/// they have returned from their program and run their `atexit` handlers.
+pub const EXIT_MARKER: &str = "NPU_PATCHER_EXIT_MARKER";
+
+/// What to say when the run ended by SIGABRT (signal 6, or a shell's exit 134) after
+/// `finished_programs` Python processes had finished their program: the interpreter aborted at
+/// exit. The exit code stays the abort's.
+pub fn abort_at_exit(signal: Option<i32>, code: u8, finished_programs: usize) -> Option<String> {
+    const SIGABRT: i32 = 6;
+    let aborted = signal == Some(SIGABRT) || (signal.is_none() && i32::from(code) == 128 + SIGABRT);
+    (aborted && finished_programs > 0).then(|| {
+        format!(
+            "the interpreter aborted at exit after the program finished: {finished_programs} Python \
+             process(es) of the run had returned from the program and run their atexit handlers before \
+             the abort (SIGABRT, exit {code}); the training's work is done, and the exit code is kept"
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::abort_at_exit;
+
+    #[test]
+    fn an_abort_after_finished_programs_is_an_abort_at_exit() {
+        let note = abort_at_exit(Some(6), 134, 1).unwrap();
+        assert!(note.starts_with("the interpreter aborted at exit after the program finished"));
+        // Through a shell wrapper: the shell exits 134 for its child's SIGABRT.
+        assert!(abort_at_exit(None, 134, 2).is_some());
+    }
+
+    #[test]
+    fn an_abort_before_the_program_finished_or_another_end_says_nothing() {
+        assert_eq!(abort_at_exit(Some(6), 134, 0), None);
+        assert_eq!(abort_at_exit(Some(9), 137, 1), None);
+        assert_eq!(abort_at_exit(None, 1, 1), None);
+        assert_eq!(abort_at_exit(None, 0, 1), None);
+    }
 }

@@ -32,6 +32,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub struct Finished {
     /// The exit code to report: the command's, or 128+N when signal N ended it.
     pub code: u8,
+    /// The signal that ended the command, if one did.
+    pub signal: Option<i32>,
     /// Things the user should know (the log could not be written, the output stayed open…).
     pub notes: Vec<String>,
 }
@@ -137,7 +139,11 @@ pub fn run(command: &[OsString], plan: &Plan, log: Option<Log>) -> Result<Finish
             notes.push(format!("writing {} failed: {e}", path.display()));
         }
     }
-    Ok(Finished { code, notes })
+    Ok(Finished {
+        code,
+        signal: status.signal(),
+        notes,
+    })
 }
 
 fn spawn_error(name: &str, source: io::Error) -> Error {

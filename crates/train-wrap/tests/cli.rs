@@ -597,3 +597,28 @@ fn torchrun_without_its_console_script_runs_as_the_module_of_the_python_on_path(
         stderr(&out)
     );
 }
+
+#[test]
+fn an_abort_after_the_program_finished_is_named_and_keeps_its_exit_code() {
+    let p = Project::new();
+    // The process reports the end of its program as the emulator and runtime_patches.py do, then aborts.
+    let out = p.run(&[
+        "sh",
+        "-c",
+        r#"echo trained; touch "$NPU_PATCHER_EXIT_MARKER/$$"; kill -ABRT $$"#,
+    ]);
+    assert_eq!(out.status.code(), Some(134), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("the interpreter aborted at exit after the program finished"),
+        "{}",
+        stderr(&out)
+    );
+    // An abort before the program finished is only the abort.
+    let out = p.run(&["sh", "-c", "kill -ABRT $$"]);
+    assert_eq!(out.status.code(), Some(134));
+    assert!(
+        !stderr(&out).contains("aborted at exit"),
+        "{}",
+        stderr(&out)
+    );
+}

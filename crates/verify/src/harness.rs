@@ -788,12 +788,18 @@ mod tests {
             "{}",
             check.detail
         );
-        assert!(check.detail.contains("terminate called"), "{}", check.detail);
+        assert!(
+            check.detail.contains("terminate called"),
+            "{}",
+            check.detail
+        );
         // Died before its last record: the run itself crashed.
         outcome.done = false;
         let check = outcome.failure_check(&interpreter, timeout).unwrap();
         assert!(
-            check.detail.starts_with("the harness died during the pipeline run"),
+            check
+                .detail
+                .starts_with("the harness died during the pipeline run"),
             "{}",
             check.detail
         );

@@ -95,3 +95,22 @@ def test_output_atexit_and_exit_status_survive_a_device_step() -> None:
     )
     assert done.returncode == 3, done.stderr
     assert done.stdout.split() == ["buffered", "atexit"]
+
+
+def test_the_end_of_the_program_is_marked_for_npu_train(tmp_path: Path) -> None:
+    import os
+
+    env = {**os.environ, "NPU_PATCHER_EXIT_MARKER": str(tmp_path)}
+    code = textwrap.dedent(
+        f"""
+        import atexit, os, sys
+        sys.path.insert(0, {str(EMULATOR)!r})
+        atexit.register(os.abort)  # runs after the emulator's marker (atexit is last in, first out)
+        import npu_emulator
+        npu_emulator.install()
+        print(os.getpid(), flush=True)
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180, env=env, check=False)
+    assert done.returncode == -6, done.stderr
+    assert [p.name for p in tmp_path.iterdir()] == [done.stdout.strip()]
