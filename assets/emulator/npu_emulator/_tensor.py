@@ -471,7 +471,7 @@ def _op_info(func: Any) -> tuple[bool, bool, Any, bool, Any, tuple[int, ...]]:
     return (
         packet in _CROSS_DEVICE_OK or packet in _rnn.HOST_RESULTS,
         packet in _INDEX_OPS,
-        _checks.OP_RULES.get(packet),
+        _checks.rule_for(func),
         packet in _checks.RANDOM_OPS,
         _rnn.KERNELS.get(func),
         _rnn.HOST_RESULTS.get(packet, ()),
