@@ -18,6 +18,7 @@ import torch
 from npu_emulator import _devices, _memory
 from npu_emulator._checks import DEVICE_GENERATOR
 from npu_emulator._errors import EmulatedNPUError, emulated_message
+from npu_emulator._grad_scaler import GradScaler  # torch_npu's own scaler class (npu/amp/grad_scaler.py)
 
 DEVICE_NAME = "Ascend910B (emulated npu)"
 
@@ -316,42 +317,6 @@ class autocast(torch.amp.autocast):
 
     def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True) -> None:
         super().__init__("npu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
-
-
-# torch.amp.GradScaler (any device type) is torch >= 2.3; before, only CUDA's exists.
-_AMP_GRAD_SCALER: Any = getattr(torch.amp, "GradScaler", None)
-
-
-class GradScaler(_AMP_GRAD_SCALER or object):  # type: ignore[misc]
-    """``torch.npu.amp.GradScaler``: ``torch.amp.GradScaler("npu", ...)``."""
-
-    def __init__(
-        self,
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        dynamic: bool = True,
-        enabled: bool = True,
-    ) -> None:
-        if _AMP_GRAD_SCALER is None:
-            raise EmulatedNPUError(
-                emulated_message(
-                    "GradScaler is not emulated on this torch",
-                    f"torch {torch.__version__} has no device-generic torch.amp.GradScaler (torch >= 2.3)",
-                    "the emulator builds torch.npu.amp.GradScaler on torch.amp.GradScaler",
-                )
-            )
-        # torch_npu's `dynamic=False` keeps a static loss scale (npu/amp/grad_scaler.py): no growth, no backoff.
-        if not dynamic:
-            raise EmulatedNPUError(
-                emulated_message(
-                    "GradScaler(dynamic=False) is not emulated",
-                    "a static loss scale",
-                    "torch-npu 2.14.0 npu/amp/grad_scaler.py",
-                )
-            )
-        super().__init__("npu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
 
 def custom_fwd(fwd: Any = None, *, cast_inputs: torch.dtype | None = None) -> Any:
