@@ -15,8 +15,9 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _devices, _generator
+from npu_emulator import _devices
 from npu_emulator._errors import EmulatedNPUTypeError, restriction_error
+from npu_emulator._generator import DEVICE_GENERATOR
 from npu_emulator._rules import ENABLED
 
 aten = torch.ops.aten
@@ -66,10 +67,6 @@ RANDOM_OPS = frozenset(
     }
 )
 
-# The device's random state lives in its own generator (CPU state, device npu:0: torch.npu.default_generators[0]),
-# swapped in around random ops.
-DEVICE_GENERATOR = _generator.device_generator(0)
-DEVICE_GENERATOR.manual_seed(torch.initial_seed())
 
 
 def device_mismatch(func: Any, index: int = 0) -> None:
@@ -88,10 +85,10 @@ def devices_mismatch(func: Any, first: int, other: int) -> None:
         raise restriction_error("device_mismatch", _MISMATCH.format(f"npu:{first}", f"npu:{other}"), detail)
 
 
-def index_device(func: Any, args: tuple[Any, ...], index: int = 0) -> None:
-    from npu_emulator._tensor import NPUTensor
-
-    if args and not isinstance(args[0], NPUTensor):
+def index_device(func: Any, indexed_on_device: bool, index: int = 0) -> None:
+    """CPU index tensors in an index op: on a device tensor the emulated restriction, on a CPU tensor (indexed with
+    device indices) torch's own same-device rule."""
+    if not indexed_on_device:
         # A CPU tensor indexed with npu indices: torch's own same-device rule.
         device_mismatch(func, index)
         return
