@@ -155,7 +155,8 @@ def test_float64_fails_where_the_kernels_dtype_list_lacks_it(
     with npu_emulator.restrictions(float64=False):
         result = call(*on_npu)  # type: ignore[operator]
     expected = call(*cpu)  # type: ignore[operator]
-    for got, want in zip(torch.utils._pytree.tree_leaves(result), torch.utils._pytree.tree_leaves(expected)):
+    leaves = torch.utils._pytree.tree_flatten
+    for got, want in zip(leaves(result)[0], leaves(expected)[0], strict=True):
         assert torch.equal(got.cpu(), want), name
     assert call(*[t.float() for t in on_npu]) is not None  # type: ignore[operator]
 
