@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -197,7 +198,21 @@ def _double_cast(func: Any, args: list[Any], kwargs: dict[str, Any], npu_dtypes:
     kwargs["dtype"] = torch.float32
     if not _double_cast_warned[0]:
         _double_cast_warned[0] = True
-        warnings.warn(DOUBLE_CAST_WARNING, UserWarning, stacklevel=2)
+        warnings.warn(DOUBLE_CAST_WARNING, UserWarning, stacklevel=_program_stacklevel())
+
+
+_INTERNAL_DIRS = (os.path.dirname(os.path.abspath(__file__)), os.path.dirname(os.path.abspath(torch.__file__)))
+
+
+def _program_stacklevel() -> int:
+    """The ``stacklevel`` that attributes a warning of the caller to the program's line (the first frame outside the
+    emulator and torch), as torch attributes the device's warnings."""
+    frame = sys._getframe(1)
+    level = 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_INTERNAL_DIRS):
+        frame = frame.f_back
+        level += 1
+    return level
 
 
 #: Rules that hold for every overload of an op, whatever its kernel's dtype list says.

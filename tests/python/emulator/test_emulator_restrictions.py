@@ -201,8 +201,9 @@ def test_a_dtype_only_cast_to_float64_gives_float32_with_torch_npus_warning(
 
     monkeypatch.setattr(_checks, "_double_cast_warned", [False])
     x = torch.rand(3, device=npu)
-    with pytest.warns(UserWarning, match="Device do not support double dtype now, dtype cast replace with float."):
+    with pytest.warns(UserWarning, match="Device do not support double dtype now, dtype cast replace with float.") as seen:
         assert x.double().dtype == torch.float32
+    assert seen[0].filename == __file__  # the program's line, as torch attributes the device's warnings
     import warnings
 
     with warnings.catch_warnings():
