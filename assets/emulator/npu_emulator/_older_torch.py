@@ -14,9 +14,10 @@ foreign in more places than newer torch. Each shim acts only on device tensors a
 - foreach: torch 2.1's ``_has_foreach_support`` accepts only ``type(t) == torch.Tensor``, so
   ``clip_grad_norm_(..., foreach=True)`` raised "can't use the foreach API on npu tensors"; torch_npu 2.1 runs
   ``_foreach_norm`` on the device. Device tensors count as plain tensors here.
-- ``_amp_foreach_non_finite_check_and_unscale_`` and ``_amp_update_scale_`` have no CPU kernel before torch 2.3;
-  GradScaler on the device needs them (torch-npu 2.1.0.post17 ``npu/amp/grad_scaler.py`` calls both). They are
-  computed here with torch's formulas (``aten/src/ATen/native/cuda/AmpKernels.cu``).
+- ``_amp_foreach_non_finite_check_and_unscale_`` and ``_amp_update_scale_`` have no CPU kernel before torch 2.3:
+  torch_npu's GradScaler checks and unscales the gradients with the first (``npu/amp/grad_scaler.py``, 2.1.0.post17),
+  and code may call either directly; torch_npu has NPU kernels for both. They are computed here on the tensors
+  behind the device tensors, with the formulas of torch's CUDA kernels (``aten/src/ATen/native/cuda/AmpKernels.cu``).
 """
 
 from __future__ import annotations

@@ -186,3 +186,22 @@ def test_cuda_code_under_transfer_to_npu_keeps_ties_clips_and_scales(tmp_path: P
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False, env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.splitlines()[-1] == "stand-in", done.stdout
+
+
+def test_the_amp_ops_run_on_the_device(npu: torch.device) -> None:
+    """torch_npu has kernels for both (kernel table of 2.1.0.post17 and 2.14.0); CPU torch < 2.3 has neither."""
+    scale = torch.full((), 8.0).to(npu)
+    tracker = torch.zeros((), dtype=torch.int32).to(npu)
+    found = torch.zeros(1).to(npu)
+    seen = []
+    for inf in (0.0, 0.0, 1.0, 0.0):
+        found.fill_(inf)
+        torch._amp_update_scale_(scale, tracker, found, 2.0, 0.5, 2)
+        seen.append((scale.item(), tracker.item()))
+    assert seen == [(8.0, 1), (16.0, 0), (8.0, 0), (8.0, 1)]
+    grads = [torch.tensor([2.0, 4.0]).to(npu), torch.tensor([float("inf")]).to(npu)]
+    found.zero_()
+    torch._amp_foreach_non_finite_check_and_unscale_(grads[:1], found, torch.tensor(0.5).to(npu))
+    assert found.item() == 0.0 and grads[0].cpu().tolist() == [1.0, 2.0]
+    torch._amp_foreach_non_finite_check_and_unscale_(grads, found, torch.tensor(0.5).to(npu))
+    assert found.item() == 1.0 and grads[0].cpu().tolist() == [0.5, 1.0]
