@@ -381,7 +381,7 @@ def report_float64(results, observer, prefix):
         WARN,
         "{} float64 tensors were created on the device, e.g. at {}".format(
             observer.float64_count, ", ".join("{} ({}x)".format(s, n) for s, n in sites)),
-        "use float32 there (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` may silently be fp32); "
+        "use float32 there (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` of a device tensor gives fp32); "
         "npu-scan reports these as P_F64",
         data={"count": observer.float64_count, "sites": dict(sites)},
     )
