@@ -34,7 +34,7 @@ import sys
 import threading
 import types
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TextIO
 
@@ -232,8 +232,9 @@ def _reduce_dtype(dtype: torch.dtype) -> Any:
 class Float64To32(_Patch):
     """float64 -> float32 for everything that reaches an accelerator.
 
-    Ascend supports float64 in only 251 of 1,184 APIs (NPU-FACTS.md, "dtypes": cumsum, exp, log, mean, max/min,
-    gather, index_select, clamp, matmul... fail with ``Unsupport data type: at::ScalarType::Double``), so:
+    Ascend's float64 support is per kernel (NPU-FACTS.md, "dtypes"): the matmul family, nan_to_num and max/min with
+    ``dim`` fail with ``Unsupport data type: at::ScalarType::Double``, and a dtype-only cast of a device tensor to
+    float64 gives float32 with a warning, so:
 
     - ``torch.float64`` and ``torch.double`` become ``torch.float32`` at module level: code that names the dtype
       after ``apply()`` gets float32 everywhere (factories, ``.to(torch.float64)``, ``set_default_dtype``).
@@ -246,10 +247,16 @@ class Float64To32(_Patch):
       so silently; here it is explicit and counted).
     - ``torch.from_numpy`` is deliberately not hooked: it keeps sharing memory with the array (a float64 CPU
       tensor is fine on the host) and the data is converted where it crosses to the device.
+    - The real float64 captured before ``apply()`` (``DTYPE = torch.float64`` at import, a default argument):
+      factories given it with an accelerator ``device=`` (``zeros``, ``ones``, ``empty``, ``full``, ``rand``,
+      ``randn``, ``arange``, ``linspace``, ``eye``...), the ``*_like`` factories and ``Tensor.new_*`` of an
+      accelerator tensor, and ``set_default_dtype`` give float32.
+    - ``torch.load``: float64 tensors the checkpoint puts on an accelerator (``map_location="npu"``, or tensors
+      saved from the device) arrive as float32, in nested dicts, lists, tuples and pickled modules.
     """
 
     name = "Float64To32"
-    summary = "float64 -> float32 (torch.float64/torch.double, .to/.cuda/.npu, as_tensor/tensor, .double())"
+    summary = "float64 -> float32 (torch.float64/double, .to/.cuda/.npu, factories, as_tensor/tensor, .double(), load)"
 
     def install(self) -> None:
         fire = self.fired
@@ -321,6 +328,41 @@ class Float64To32(_Patch):
             return orig_tensor(data, *args, **kwargs)
 
         self.replace(torch, "tensor", tensor)
+        self._hook_captured_float64()
+        self._hook_load()
+
+    def _hook_captured_float64(self) -> None:
+        fire = self.fired
+        for name in _DEVICE_FACTORIES:
+            original = getattr(torch, name, None)
+            if original is not None:
+                self.replace(torch, name, _factory_without_float64(original, fire, like=False))
+        for name in _LIKE_FACTORIES:
+            original = getattr(torch, name, None)
+            if original is not None:
+                self.replace(torch, name, _factory_without_float64(original, fire, like=True))
+        for name in _NEW_METHODS:
+            original = getattr(_Tensor, name, None)
+            if original is not None:
+                self.replace(_Tensor, name, _factory_without_float64(original, fire, like=True))
+        orig_default = torch.set_default_dtype
+
+        def set_default_dtype(d: torch.dtype) -> None:
+            if d is _FLOAT64:
+                fire()
+                d = _FLOAT32
+            orig_default(d)
+
+        self.replace(torch, "set_default_dtype", set_default_dtype)
+
+    def _hook_load(self) -> None:
+        fire = self.fired
+        orig_load = torch.load
+
+        def load(*args: Any, **kwargs: Any) -> Any:
+            return _float64_off_device(orig_load(*args, **kwargs), fire, set())
+
+        self.replace(torch, "load", load)
 
     def _keep_storage_maps(self) -> None:
         # torch.storage rebuilds its dtype -> "DoubleStorage" map from torch.double on every call (pickling and
@@ -364,6 +406,67 @@ class Float64To32(_Patch):
         doubled = torch.ones(2, device=device).double()
         _expect(doubled.dtype is want, f".double() on {device} gave {doubled.dtype}, expected {want}")
         return f"float64 data moved to {device} arrives as {want}; the float64 dtype still pickles"
+
+
+# Factories that take dtype= and device=, and those whose device comes from a tensor argument.
+_DEVICE_FACTORIES = (
+    "zeros", "ones", "empty", "full", "rand", "randn", "randint", "arange", "linspace", "logspace", "eye",
+    "empty_strided", "normal",
+)  # fmt: skip
+_LIKE_FACTORIES = ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like")
+_NEW_METHODS = ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor")
+
+
+def _factory_without_float64(original: Any, fire: Callable[[], None], *, like: bool) -> Any:
+    """``original`` with ``dtype=<the real float64>`` made float32 when the result lands on an accelerator."""
+
+    def factory(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("dtype") is _FLOAT64:
+            device = kwargs.get("device")
+            if device is None and like and args and isinstance(args[0], torch.Tensor):
+                device = args[0].device
+            if device is None:
+                device = torch.get_default_device() if hasattr(torch, "get_default_device") else None
+            if device is not None and _is_accelerator_device(device):
+                fire()
+                kwargs["dtype"] = _FLOAT32
+        return original(*args, **kwargs)
+
+    return factory
+
+
+def _float64_off_device(value: Any, fire: Callable[[], None], seen: set[int]) -> Any:
+    """``value`` (what ``torch.load`` returned) with its float64 accelerator tensors made float32."""
+    if isinstance(value, torch.Tensor):
+        if value.dtype is _FLOAT64 and value.device.type not in ("cpu", "meta"):
+            fire()
+            if isinstance(value, torch.nn.Parameter):
+                value.data = value.data.float()
+                return value
+            return value.float()
+        return value
+    if id(value) in seen:
+        return value
+    if isinstance(value, torch.nn.Module):
+        seen.add(id(value))
+        for module in value.modules():
+            for table in (module._parameters, module._buffers):
+                for key, item in table.items():
+                    if item is not None:
+                        table[key] = _float64_off_device(item, fire, seen)
+        return value
+    if isinstance(value, dict):
+        seen.add(id(value))
+        for key in list(value):
+            value[key] = _float64_off_device(value[key], fire, seen)
+        return value
+    if isinstance(value, list):
+        seen.add(id(value))
+        value[:] = [_float64_off_device(item, fire, seen) for item in value]
+        return value
+    if isinstance(value, tuple) and not hasattr(value, "_fields"):
+        return tuple(_float64_off_device(item, fire, seen) for item in value)
+    return value
 
 
 def _is_float64_data(data: Any) -> bool:

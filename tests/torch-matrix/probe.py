@@ -44,7 +44,7 @@ def restriction_triggers(npu: torch.device) -> dict[str, Any]:
         "device_mismatch": lambda: x + torch.ones(3, 4),
         "index_device": lambda: x[torch.tensor([0, 1])],
         "numpy": lambda: x.numpy(),
-        "float64": lambda: torch.ones(3, dtype=torch.float64, device=npu).exp(),
+        "float64": lambda: torch.ones(3, dtype=torch.float64, device=npu) @ torch.ones(3, dtype=torch.float64, device=npu),
         "sdpa_mask": lambda: f.scaled_dot_product_attention(q, q, q, torch.ones(2, 1, 1, 4, dtype=torch.bool, device=npu)),
         "nan_to_num_half": lambda: torch.nan_to_num(x.half()),
         "pow_fractional": lambda: torch.pow(torch.arange(3, device=npu), 0.5),

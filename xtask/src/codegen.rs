@@ -8,7 +8,9 @@
 //! `assets/emulator/npu_emulator/npu_kernels/torch_npu-<version>.json` come from each pinned wheel
 //! (`torch-npu/wheels.json`, extracted by [`crate::torch_npu::ensure_kernels`]): the aten ops its
 //! `csrc/aten/npu_native_functions*.yaml` give an NPU kernel, and the ops whose CPU fallback
-//! `lib/libtorch_npu.so` names in a warning. `--check` fails when a committed file differs from
+//! `lib/libtorch_npu.so` names in a warning. `assets/emulator/npu_emulator/op_dtypes.json`, the emulator's
+//! per-op dtype rules, comes from `torch-npu/op_dtypes.json` (aten overload -> the aclnn kernel op-plugin runs
+//! -> that kernel's CANN dtype list, each with its source). `--check` fails when a committed file differs from
 //! what the data generates, and runs as a test.
 
 use anyhow::{Context, Result, bail};
@@ -37,12 +39,17 @@ pub const API_TABLE: &str = "crates/scan/src/rules/cpu/aten_apis.json";
 pub const SCAN_KERNEL_TABLES: &str = "crates/scan/src/rules/cpu/tables.rs";
 /// The generator of [`API_TABLE`], run with the test venv's torch.
 const API_SCRIPT: &str = include_str!("aten_apis.py");
+/// The per-op dtype evidence: aten overload -> aclnn kernel (op-plugin) -> the kernel's dtype list (CANN docs).
+pub const OP_DTYPES_JSON: &str = "torch-npu/op_dtypes.json";
+/// The emulator's per-op dtype table, generated from [`OP_DTYPES_JSON`].
+pub const OP_DTYPE_TABLE: &str = "assets/emulator/npu_emulator/op_dtypes.json";
 
 /// Every generated file: (path, what the data generates).
 pub fn outputs(root: &Path) -> Result<Vec<(String, String)>> {
     let mut out = vec![
         (TABLE_RS.to_owned(), generate(root)?),
         (EMULATOR_TABLE.to_owned(), generate_emulator_table(root)?),
+        (OP_DTYPE_TABLE.to_owned(), generate_op_dtype_table(root)?),
     ];
     let cache = crate::torch_npu::cache_dir();
     let manifest = crate::torch_npu::read_manifest(&root.join("torch-npu/wheels.json"))?;
@@ -251,7 +258,7 @@ pub fn run(args: &Args) -> Result<()> {
         }
         if args.check {
             bail!(
-                "{rel} is stale: run `cargo xtask codegen` after editing {TABLE_JSON} or torch-npu/wheels.json"
+                "{rel} is stale: run `cargo xtask codegen` after editing {TABLE_JSON}, {OP_DTYPES_JSON} or torch-npu/wheels.json"
             );
         }
         if let Some(parent) = path.parent() {
@@ -304,6 +311,123 @@ pub fn generate_emulator_table(root: &Path) -> Result<String> {
              contrib/transfer_to_npu.py does, replayed by the emulator's stand-in (_table_transfer.py)."
         ),
         "versions": versions,
+    });
+    Ok(serde_json::to_string_pretty(&out)? + "\n")
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DtypeEvidence {
+    #[allow(dead_code, reason = "documentation for readers of the evidence")]
+    about: String,
+    #[allow(dead_code, reason = "documentation for readers of the evidence")]
+    op_plugin: serde_json::Value,
+    judged: Vec<String>,
+    error: String,
+    kernels: BTreeMap<String, KernelEvidence>,
+    ops: Vec<OpEvidence>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KernelEvidence {
+    double: String,
+    #[serde(default)]
+    dtypes: Option<Vec<String>>,
+    page: String,
+    #[serde(default)]
+    url: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OpEvidence {
+    aten: Vec<String>,
+    kernel: String,
+    op_plugin: String,
+}
+
+/// The emulator's per-op dtype table (`npu_emulator/op_dtypes.json`) from the evidence in [`OP_DTYPES_JSON`]:
+/// one row per aten overload with its kernel, what the kernel's dtype list says about float64 (`listed`,
+/// `missing`, `unknown`), the dtypes the emulator refuses (only `missing` ones), and the sources.
+pub fn generate_op_dtype_table(root: &Path) -> Result<String> {
+    let path = root.join(OP_DTYPES_JSON);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("cannot read {}", path.display()))?;
+    let evidence: DtypeEvidence = serde_json::from_str(&text)
+        .with_context(|| format!("{} does not parse", path.display()))?;
+    op_dtype_table(&evidence).with_context(|| format!("{OP_DTYPES_JSON}: bad evidence"))
+}
+
+fn op_dtype_table(evidence: &DtypeEvidence) -> Result<String> {
+    if evidence.judged != ["float64"] {
+        bail!(
+            "`judged` must be [\"float64\"]: the kernels' `double` field is the only dtype evidence recorded"
+        );
+    }
+    for (name, kernel) in &evidence.kernels {
+        let listed = kernel
+            .dtypes
+            .as_ref()
+            .map(|d| d.iter().any(|t| t == "DOUBLE" || t == "FLOAT64"));
+        match (kernel.double.as_str(), listed) {
+            ("listed", None | Some(true)) | ("missing", None | Some(false)) | ("unknown", None) => {
+            }
+            ("listed" | "missing" | "unknown", _) => bail!(
+                "{name}: `double` is {:?} but its `dtypes` list {} DOUBLE",
+                kernel.double,
+                if listed == Some(true) { "has" } else { "lacks" }
+            ),
+            (other, _) => {
+                bail!("{name}: `double` must be listed, missing or unknown, not {other:?}")
+            }
+        }
+        if kernel.double != "unknown" && kernel.page.trim().is_empty() {
+            bail!(
+                "{name}: a `{}` verdict needs the page it was read on",
+                kernel.double
+            );
+        }
+    }
+    let mut ops = serde_json::Map::new();
+    for op in &evidence.ops {
+        let kernel = evidence.kernels.get(&op.kernel).with_context(|| {
+            format!(
+                "{:?}: kernel {} has no entry in `kernels`",
+                op.aten, op.kernel
+            )
+        })?;
+        let source = match &kernel.url {
+            Some(url) => format!("{} <{url}>", kernel.page),
+            None => kernel.page.clone(),
+        };
+        let refuses: Vec<&str> = if kernel.double == "missing" {
+            vec!["float64"]
+        } else {
+            vec![]
+        };
+        for overload in &op.aten {
+            let key = format!("aten::{overload}");
+            let row = serde_json::json!({
+                "kernel": op.kernel,
+                "float64": kernel.double,
+                "refuses": refuses,
+                "op_plugin": op.op_plugin,
+                "source": source,
+            });
+            if ops.insert(key.clone(), row).is_some() {
+                bail!("{key} is listed twice");
+            }
+        }
+    }
+    let out = serde_json::json!({
+        "about": format!(
+            "Generated by `cargo xtask codegen` from {OP_DTYPES_JSON}; do not edit. Per aten overload: the aclnn \
+             kernel op-plugin runs for it, whether that kernel's CANN dtype list has float64 (listed, missing, \
+             unknown), and the dtypes the emulated npu refuses for it (only where the list lacks them)."
+        ),
+        "error": evidence.error,
+        "ops": ops,
     });
     Ok(serde_json::to_string_pretty(&out)? + "\n")
 }
@@ -433,7 +557,7 @@ mod tests {
             let committed = std::fs::read_to_string(root.join(&rel)).unwrap_or_default();
             assert!(
                 committed == generated,
-                "{rel} is stale: run `cargo xtask codegen` after editing {TABLE_JSON} or torch-npu/wheels.json"
+                "{rel} is stale: run `cargo xtask codegen` after editing {TABLE_JSON}, {OP_DTYPES_JSON} or torch-npu/wheels.json"
             );
         }
     }
@@ -522,6 +646,94 @@ mod tests {
             generate_kernel_table(dir.path(), &wheel("9.9.1")).unwrap_err()
         );
         assert!(err.contains("names no op"), "{err}");
+    }
+
+    fn evidence(double: &str, dtypes: Option<&[&str]>) -> DtypeEvidence {
+        let mut kernels = BTreeMap::new();
+        kernels.insert(
+            "aclnnK".to_owned(),
+            KernelEvidence {
+                double: double.to_owned(),
+                dtypes: dtypes.map(|d| d.iter().map(|&t| t.to_owned()).collect()),
+                page: "CANN x.y, aclnnK".to_owned(),
+                url: None,
+            },
+        );
+        DtypeEvidence {
+            about: String::new(),
+            op_plugin: serde_json::Value::Null,
+            judged: vec!["float64".to_owned()],
+            error: "Unsupport data type: at::ScalarType::Double".to_owned(),
+            kernels,
+            ops: vec![OpEvidence {
+                aten: vec!["k".to_owned(), "k.out".to_owned()],
+                kernel: "aclnnK".to_owned(),
+                op_plugin: "KKernelNpuOpApi.cpp".to_owned(),
+            }],
+        }
+    }
+
+    #[test]
+    fn the_dtype_table_refuses_float64_only_where_the_kernel_lacks_it() {
+        for (double, dtypes, refuses) in [
+            (
+                "missing",
+                Some(&["FLOAT", "FLOAT16"][..]),
+                serde_json::json!(["float64"]),
+            ),
+            (
+                "listed",
+                Some(&["FLOAT", "DOUBLE"][..]),
+                serde_json::json!([]),
+            ),
+            ("unknown", None, serde_json::json!([])),
+        ] {
+            let text = op_dtype_table(&evidence(double, dtypes)).unwrap();
+            let table: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(table["ops"]["aten::k.out"]["refuses"], refuses, "{double}");
+            assert_eq!(table["ops"]["aten::k"]["float64"], double);
+        }
+    }
+
+    #[test]
+    fn dtype_evidence_that_contradicts_itself_is_refused() {
+        let err = format!(
+            "{:#}",
+            op_dtype_table(&evidence("missing", Some(&["DOUBLE"]))).unwrap_err()
+        );
+        assert!(
+            err.contains("aclnnK") && err.contains("has DOUBLE"),
+            "{err}"
+        );
+        let err = format!(
+            "{:#}",
+            op_dtype_table(&evidence("unknown", Some(&["FLOAT"]))).unwrap_err()
+        );
+        assert!(err.contains("aclnnK"), "{err}");
+        let err = format!(
+            "{:#}",
+            op_dtype_table(&evidence("maybe", None)).unwrap_err()
+        );
+        assert!(err.contains("listed, missing or unknown"), "{err}");
+        let mut bad = evidence("listed", None);
+        bad.ops[0].kernel = "aclnnOther".to_owned();
+        let err = format!("{:#}", op_dtype_table(&bad).unwrap_err());
+        assert!(err.contains("aclnnOther"), "{err}");
+        let mut twice = evidence("listed", None);
+        twice.ops[0].aten.push("k".to_owned());
+        let err = format!("{:#}", op_dtype_table(&twice).unwrap_err());
+        assert!(err.contains("aten::k is listed twice"), "{err}");
+    }
+
+    #[test]
+    fn the_committed_dtype_table_matches_its_evidence() {
+        let root = crate::project_root();
+        let committed = std::fs::read_to_string(root.join(OP_DTYPE_TABLE)).unwrap_or_default();
+        assert_eq!(
+            committed,
+            generate_op_dtype_table(&root).unwrap(),
+            "run `cargo xtask codegen`"
+        );
     }
 
     #[test]

@@ -9,15 +9,15 @@ from __future__ import annotations
 import os
 import re
 import sys
-import time
 import types
 from typing import Any
 
 import torch
 
-from npu_emulator import _devices, _memory
-from npu_emulator._checks import DEVICE_GENERATOR
+from npu_emulator import _devices, _memory, _streams
 from npu_emulator._errors import EmulatedNPUError, emulated_message
+from npu_emulator._generator import DEVICE_GENERATOR
+from npu_emulator._grad_scaler import GradScaler  # torch_npu's own scaler class (npu/amp/grad_scaler.py)
 
 DEVICE_NAME = "Ascend910B (emulated npu)"
 
@@ -29,22 +29,7 @@ config.allow_internal_format = False  # type: ignore[attr-defined]
 _compile_mode = {"jit_compile": True}
 
 
-def _index(device: Any = None) -> int:
-    """The device index ``device`` names (None or a bare ``"npu"``: the current device), checked against the
-    emulated device count."""
-    if device is None:
-        return _devices.current()
-    if isinstance(device, int):
-        index = device
-    else:
-        parsed = torch.device(device)
-        if parsed.type != "npu":
-            msg = emulated_message(
-                f"Expected an npu device, got {parsed}", "torch.npu device argument", "torch.npu API"
-            )
-            raise EmulatedNPUError(msg)
-        index = parsed.index
-    return _devices.check(index, "torch.npu")
+_index = _devices.index_of
 
 
 def is_available() -> bool:
@@ -214,144 +199,11 @@ class device:
             _devices.set_current(self.prev_idx)
 
 
-class Stream:
-    """A stream on the emulated device: every op already ran when it returns."""
-
-    _next_id = 1
-
-    def __init__(self, device: Any = None, priority: int = 0, **kwargs: Any) -> None:
-        del kwargs
-        self.device_index = _index(device)
-        self.priority = priority
-        self.device_type = 1  # c10 DeviceType of PrivateUse1's slot, as torch_npu's Stream reports it
-        self.stream_id = Stream._next_id
-        Stream._next_id += 1
-        self._prev: list[Any] = []
-
-    @property
-    def device(self) -> torch.device:
-        return torch.device("npu", self.device_index)
-
-    def synchronize(self) -> None:
-        """Ops run synchronously on the emulated device."""
-
-    def wait_stream(self, stream: Stream) -> None:
-        del stream
-
-    def wait_event(self, event: Event) -> None:
-        del event
-
-    def query(self) -> bool:
-        return True
-
-    def record_event(self, event: Event | None = None) -> Event:
-        event = event if event is not None else Event()
-        event.record(self)
-        return event
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, Stream) and (other.stream_id, other.device_index) == (self.stream_id, self.device_index)
-
-    def __hash__(self) -> int:
-        return hash((self.stream_id, self.device_index))
-
-    def __repr__(self) -> str:
-        return f"<torch_npu.npu.Stream device=npu:{self.device_index} npu_stream={self.stream_id}>"
-
-    def __enter__(self) -> Stream:
-        # As torch.Stream: the stream is the current one inside the block.
-        self._prev.append(_memory.current_stream(self.device_index))
-        _memory.set_stream(self)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        _memory.set_stream(self._prev.pop())
-
-
-_DEFAULT_STREAMS: dict[int, Stream] = {}
-
-
-def default_stream(device: Any = None) -> Stream:
-    index = _index(device)
-    found = _DEFAULT_STREAMS.get(index)
-    if found is None:
-        found = _DEFAULT_STREAMS[index] = Stream(index)
-    return found
-
-
-class Event:
-    """An event recording host time (ops are synchronous on the emulated device)."""
-
-    def __init__(self, enable_timing: bool = False, blocking: bool = False, interprocess: bool = False) -> None:
-        del blocking, interprocess
-        self.enable_timing = enable_timing
-        self._time: float | None = None
-
-    def record(self, stream: Stream | None = None) -> None:
-        del stream
-        self._time = time.perf_counter()
-
-    def synchronize(self) -> None:
-        """Nothing is pending on the emulated device."""
-
-    def wait(self, stream: Stream | None = None) -> None:
-        del stream
-
-    def query(self) -> bool:
-        return True
-
-    def elapsed_time(self, end_event: Event) -> float:
-        if self._time is None or end_event._time is None:
-            msg = emulated_message(
-                "Both events must be recorded before calculating elapsed time.",
-                "Event.elapsed_time",
-                "torch.cuda.Event semantics",
-            )
-            raise EmulatedNPUError(msg)
-        return (end_event._time - self._time) * 1000.0
-
-
 class autocast(torch.amp.autocast):
     """``torch.npu.amp.autocast``: ``torch.autocast("npu", ...)``."""
 
     def __init__(self, enabled: bool = True, dtype: torch.dtype = torch.float16, cache_enabled: bool = True) -> None:
         super().__init__("npu", enabled=enabled, dtype=dtype, cache_enabled=cache_enabled)
-
-
-# torch.amp.GradScaler (any device type) is torch >= 2.3; before, only CUDA's exists.
-_AMP_GRAD_SCALER: Any = getattr(torch.amp, "GradScaler", None)
-
-
-class GradScaler(_AMP_GRAD_SCALER or object):  # type: ignore[misc]
-    """``torch.npu.amp.GradScaler``: ``torch.amp.GradScaler("npu", ...)``."""
-
-    def __init__(
-        self,
-        init_scale: float = 2.0**16,
-        growth_factor: float = 2.0,
-        backoff_factor: float = 0.5,
-        growth_interval: int = 2000,
-        dynamic: bool = True,
-        enabled: bool = True,
-    ) -> None:
-        if _AMP_GRAD_SCALER is None:
-            raise EmulatedNPUError(
-                emulated_message(
-                    "GradScaler is not emulated on this torch",
-                    f"torch {torch.__version__} has no device-generic torch.amp.GradScaler (torch >= 2.3)",
-                    "the emulator builds torch.npu.amp.GradScaler on torch.amp.GradScaler",
-                )
-            )
-        # torch_npu's `dynamic=False` keeps a static loss scale (npu/amp/grad_scaler.py): no growth, no backoff.
-        if not dynamic:
-            raise EmulatedNPUError(
-                emulated_message(
-                    "GradScaler(dynamic=False) is not emulated",
-                    "a static loss scale",
-                    "torch-npu 2.14.0 npu/amp/grad_scaler.py",
-                )
-            )
-        super().__init__("npu", init_scale, growth_factor, backoff_factor, growth_interval, enabled)
 
 
 def custom_fwd(fwd: Any = None, *, cast_inputs: torch.dtype | None = None) -> Any:
@@ -398,7 +250,7 @@ _PUBLIC = (
     set_rng_state, get_rng_state_all, set_rng_state_all, is_bf16_supported, get_device_name,
     get_device_properties, get_device_capability, mem_get_info,
     reset_peak_memory_stats, get_amp_supported_dtype, is_autocast_enabled, get_autocast_dtype, set_compile_mode,
-    is_jit_compile_false, device, Stream, Event, default_stream, *_memory.PUBLIC,
+    is_jit_compile_false, device, *_streams.PUBLIC, *_memory.PUBLIC,
 )  # fmt: skip
 for _item in _PUBLIC:
     setattr(npu, _item.__name__, _item)

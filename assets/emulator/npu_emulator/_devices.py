@@ -38,6 +38,24 @@ def set_current(index: int) -> None:
     _state["current"] = check(index, "torch.npu.set_device")
 
 
+def index_of(device: Any = None) -> int:
+    """The device index ``device`` names (None or a bare ``"npu"``: the current device), checked against the
+    emulated device count (the device argument of the ``torch.npu`` API)."""
+    if device is None:
+        return current()
+    if isinstance(device, int):
+        index = device
+    else:
+        parsed = torch.device(device)
+        if parsed.type != "npu":
+            msg = emulated_message(
+                f"Expected an npu device, got {parsed}", "torch.npu device argument", "torch.npu API"
+            )
+            raise EmulatedNPUError(msg)
+        index = parsed.index
+    return check(index, "torch.npu")
+
+
 def check(index: int | None, what: object) -> int:
     """``index`` (None: the current device) when this process has that device; else the real device's error."""
     if index is None:

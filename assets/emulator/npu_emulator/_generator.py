@@ -81,3 +81,9 @@ def install() -> None:
     Generator.__module__ = "torch"
     Generator.__qualname__ = Generator.__name__ = "Generator"
     torch.Generator = Generator  # type: ignore[misc]
+
+
+# The device's random state lives in its own generator (CPU state, device npu:0: torch.npu.default_generators[0]),
+# swapped in around random ops (npu_emulator._checks.run_random).
+DEVICE_GENERATOR = device_generator(0)
+DEVICE_GENERATOR.manual_seed(torch.initial_seed())

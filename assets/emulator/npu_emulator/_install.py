@@ -17,6 +17,7 @@ from npu_emulator import (
     _distributed,
     _generator,
     _legacy_types,
+    _older_torch,
     _serialization,
     _shapes,
     _tensor,
@@ -188,6 +189,7 @@ def install() -> None:
     atexit.register(_PINNED.clear)
     _generator.install()
     _enable_foreach()
+    _older_torch.install()
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _backward_on_the_calling_thread()

@@ -1,10 +1,9 @@
-"""The memory-allocator and stream-selection parts of ``torch.npu`` (torch-npu 2.14.0 ``npu/memory.py``,
-``npu/utils.py``, ``npu/__init__.py``), with the argument checks torch_npu makes.
+"""The memory-allocator parts of ``torch.npu`` (torch-npu 2.14.0 ``npu/memory.py``, ``npu/utils.py``,
+``npu/__init__.py``), with the argument checks torch_npu makes.
 
 Device memory is host memory and is not modelled: the statistics are zero, ``mem_get_info`` reports the host's
 memory, ``utilization`` 0. ``caching_allocator_alloc`` really allocates (host memory) so that the pointer it
-returns can be used and freed. Streams are selected as on a real device (``torch.npu.stream(s)`` makes ``s`` the
-current stream until the block ends); every op still runs synchronously.
+returns can be used and freed. Streams are npu_emulator/_streams.py.
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ from npu_emulator._errors import EmulatedNPUError, emulated_message
 
 _FRACTION: dict[int, float] = {}
 _ALLOCATIONS: dict[int, torch.Tensor] = {}
-_CURRENT_STREAM: dict[int, Any] = {}
 _SYNC_DEBUG = {"mode": 0}
 
 _STAT_KINDS = ("allocated", "allocated_bytes", "segment", "reserved_bytes", "active", "active_bytes",
@@ -28,10 +26,7 @@ _POOLS = ("all", "large_pool", "small_pool")
 _METRICS = ("current", "peak", "allocated", "freed")
 
 
-def _index(device: Any) -> int:
-    from npu_emulator._backend import _index as index_of
-
-    return index_of(device)
+_index = _devices.index_of
 
 
 def _checked_index(device: Any) -> int:
@@ -147,54 +142,8 @@ def get_sync_debug_mode() -> int:
     return int(_SYNC_DEBUG["mode"])
 
 
-def current_stream(device: Any = None) -> Any:
-    from npu_emulator._backend import default_stream
-
-    index = _index(device)
-    found = _CURRENT_STREAM.get(index)
-    return found if found is not None else default_stream(index)
-
-
-def set_stream(stream: Any) -> None:
-    """Make ``stream`` the current stream of its device (None: no-op)."""
-    if stream is None:
-        return
-    _CURRENT_STREAM[stream.device_index] = stream
-
-
-class StreamContext:
-    """``torch.npu.stream(s)``: ``s`` is the current stream of its device inside the block (None: no-op)."""
-
-    def __init__(self, stream_ctx: Any) -> None:  # torch_npu's parameter name
-        self.stream = stream_ctx
-        self.src_prev_stream: Any = None
-        self.dst_prev_stream: Any = None
-
-    def __enter__(self) -> None:
-        stream = self.stream
-        if stream is None:
-            return
-        self.src_prev_stream = current_stream()
-        if self.src_prev_stream.device != stream.device:
-            self.dst_prev_stream = current_stream(stream.device_index)
-        set_stream(stream)
-
-    def __exit__(self, *exc: object) -> None:
-        stream = self.stream
-        if stream is None:
-            return
-        if self.src_prev_stream.device != stream.device:
-            set_stream(self.dst_prev_stream)
-        set_stream(self.src_prev_stream)
-
-
-def stream(stream: Any) -> StreamContext:
-    return StreamContext(stream)
-
-
 PUBLIC = (
     set_per_process_memory_fraction, get_per_process_memory_fraction, utilization, memory_stats,
     memory_stats_as_nested_dict, memory_summary, memory_snapshot, get_allocator_backend, caching_allocator_alloc,
-    caching_allocator_delete, can_device_access_peer, set_sync_debug_mode, get_sync_debug_mode, current_stream,
-    set_stream, StreamContext, stream,
+    caching_allocator_delete, can_device_access_peer, set_sync_debug_mode, get_sync_debug_mode,
 )  # fmt: skip

@@ -27,9 +27,10 @@ RESTRICTIONS: dict[str, tuple[str, str]] = {
         "torch's .numpy() check for non-CPU tensors (as on CUDA)",
     ),
     "float64": (
-        "float64 compute fails for the ops Huawei's per-API table lists without fp64",
-        "NPU-FACTS.md, 'dtypes' (cumsum, exp, log, mean, max/min, gather, index_select, clamp, multinomial, "
-        "nan_to_num, matmul)",
+        "float64 compute fails in the ops whose aclnn kernel's dtype list lacks DOUBLE (max/min with dim, nan_to_num, "
+        "the matmul family); a dtype-only cast of a device tensor to float64 gives float32 with torch_npu's warning",
+        "op_dtypes.json (from torch-npu/op_dtypes.json: op-plugin kernel per op, CANN aclnn dtype list per kernel); "
+        "ToKernelNpu.cpp _to_copy",
     ),
     "sdpa_mask": (
         "F.scaled_dot_product_attention with a broadcast bool mask fails with error code 561103",

@@ -41,6 +41,15 @@ _LOCATION = re.compile(r"npu(?::(\d+))?$")
 _state: dict[str, Any] = {}
 
 
+def use_device_tensor(wrap: Any) -> None:
+    """The device tensor type (``NPUTensor``), given by ``_tensor`` above this module: loads rebuild device tensors
+    with it."""
+    _device_tensor["type"] = wrap
+
+
+_device_tensor: dict[str, Any] = {}
+
+
 def _prune(table: dict[int, tuple[Any, int]]) -> None:
     if len(table) > 256:
         for key in [key for key, (ref, _) in table.items() if ref.expired()]:
@@ -112,9 +121,7 @@ def _rebuild_tensor(storage: Any, storage_offset: int, size: Any, stride: Any) -
     index = _index_of(_LOADED, storage)
     if index is None:
         return tensor
-    from npu_emulator._tensor import NPUTensor
-
-    return NPUTensor(tensor, index=index)
+    return _device_tensor["type"](tensor, index=index)
 
 
 def _storage_to(storage: Any, device: Any, non_blocking: bool = False) -> Any:

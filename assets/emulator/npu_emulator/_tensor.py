@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from npu_emulator import _checks, _devices, _kernels, _ledger, _rnn, _serialization, _shapes
+from npu_emulator import _checks, _devices, _kernels, _ledger, _rnn, _serialization, _shapes, _streams
 from npu_emulator._errors import EmulatedNPUError, emulated_message, limitation, record_fault
 from npu_emulator._rules import ENABLED
 
@@ -186,9 +186,7 @@ class NPUTensor(torch.Tensor):
     def record_stream(self, stream: Any) -> None:
         """``Tensor.record_stream`` with a stream of the emulated device (torch_npu has an NPU kernel for it; the
         emulated device runs every op synchronously, so there is nothing to record). Other streams: torch's."""
-        from npu_emulator._backend import Stream
-
-        if isinstance(stream, Stream):
+        if isinstance(stream, _streams.Stream):
             return None
         return super().record_stream(stream)
 
@@ -274,7 +272,7 @@ class NPUTensor(torch.Tensor):
                         _checks.devices_mismatch(func, index, other)
             if cpu_dense and npu_dtypes:
                 if index_op:
-                    _checks.index_device(func, args, index or 0)
+                    _checks.index_device(func, bool(args) and isinstance(args[0], NPUTensor), index or 0)
                 else:
                     _checks.device_mismatch(func, index or 0)
         if target_index is not None:
@@ -487,7 +485,7 @@ def _op_info(func: Any) -> tuple[bool, bool, Any, bool, Any, tuple[int, ...]]:
     return (
         packet in _CROSS_DEVICE_OK or packet in _rnn.HOST_RESULTS,
         packet in _INDEX_OPS,
-        _checks.OP_RULES.get(packet),
+        _checks.rule_for(func),
         packet in _checks.RANDOM_OPS,
         _rnn.KERNELS.get(func),
         _rnn.HOST_RESULTS.get(packet, ()),
@@ -552,6 +550,9 @@ def _resync(wrapper: NPUTensor) -> None:
     with torch.no_grad():
         TensorBase.data.__set__(wrapper, replacement)
     wrapper.elem = elem
+
+
+_serialization.use_device_tensor(NPUTensor)
 
 
 def to_npu(tensor: torch.Tensor) -> NPUTensor:

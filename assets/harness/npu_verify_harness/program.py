@@ -530,8 +530,8 @@ def report_float64(results, observer, prefix):
         WARN,
         "{} float64 tensors were created on the device, e.g. at {}".format(
             observer.float64_count, ", ".join("{} ({}x)".format(s, n) for s, n in sites)),
-        "use float32 at the places shown (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` may "
-        "silently be fp32); npu-scan reports as P_F64 only the float64 written in the code (a dtype that comes from "
+        "use float32 at the places shown (NPU-FACTS.md: float64 is partial on Ascend; `Tensor.double()` of a device "
+        "tensor gives fp32); npu-scan reports as P_F64 only the float64 written in the code (a dtype that comes from "
         "data files or numpy arrays shows here only)",
         data={"count": observer.float64_count, "sites": dict(sites)},
     )

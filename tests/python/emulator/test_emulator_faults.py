@@ -83,7 +83,7 @@ def test_the_programs_own_errors_are_what_the_cpu_says(no_faults: torch.device) 
 
 def test_a_documented_restriction_is_not_an_emulator_fault(no_faults: torch.device) -> None:
     with pytest.raises(npu_emulator.EmulatedNPUError) as raised:
-        torch.ones(2, dtype=torch.float64, device=no_faults).exp()
+        torch.ones(2, 2, dtype=torch.float64, device=no_faults).mm(torch.ones(2, 2, dtype=torch.float64).to(no_faults))
     assert raised.value.group == "float64"
     assert not npu_emulator.is_emulator_fault(raised.value)
     assert npu_emulator.faults() == []

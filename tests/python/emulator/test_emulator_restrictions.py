@@ -99,41 +99,137 @@ def test_numpy_defers_to_a_replaced_tensor_numpy(npu: torch.device, monkeypatch:
     assert torch.ones(2, device=npu).numpy().tolist() == [1.0, 1.0]
 
 
-@pytest.mark.parametrize(
-    ("name", "call"),
-    [
-        ("exp", lambda t: t.exp()),
-        ("log", lambda t: t.abs().add(1).log()),
-        ("cumsum", lambda t: t.cumsum(0)),
-        ("mean", lambda t: t.mean()),
-        ("max", lambda t: t.max()),
-        ("min.dim", lambda t: t.min(dim=0)),
-        ("gather", lambda t: t.gather(0, torch.zeros(2, dtype=torch.long, device=t.device))),
-        ("index_select", lambda t: t.index_select(0, torch.zeros(2, dtype=torch.long, device=t.device))),
-        ("clamp", lambda t: t.clamp(0, 1)),
-        ("nan_to_num", torch.nan_to_num),
-        ("matmul", lambda t: t @ t),
-        ("multinomial", lambda t: t.abs().add(0.1).multinomial(1)),
-    ],
-)
-def test_float64_compute_fails_for_the_documented_ops(npu: torch.device, name: str, call: object) -> None:
-    x = torch.rand(4, device=npu).double()
-    assert x.dtype == torch.float64  # holding float64 data is allowed
+def _float64(npu: torch.device, *shape: int) -> torch.Tensor:
+    """float64 data on the device: CPU float64 moved there (a dtype-only cast would give float32)."""
+    return torch.rand(*shape, dtype=torch.float64).to(npu)
+
+
+def _operands() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Two 3x3 matrices and a vector, float64, on the CPU."""
+    return tuple(torch.rand(*shape, dtype=torch.float64) for shape in ((3, 3), (3, 3), (3,)))  # type: ignore[return-value]
+
+
+# Ops whose aclnn kernel's CANN dtype list lacks DOUBLE (op_dtypes.json): (name, kernel, call on float64 tensors).
+REFUSED = [
+    ("max.dim", "aclnnMaxDim", lambda a, b, v: a.max(dim=0)),
+    ("min.dim", "aclnnMinDim", lambda a, b, v: a.min(dim=1)),
+    ("nan_to_num", "aclnnNanToNum", lambda a, b, v: torch.nan_to_num(a)),
+    ("mm", "aclnnMm", lambda a, b, v: a @ b),
+    ("bmm", "aclnnBatchMatMul", lambda a, b, v: torch.bmm(a[None], b[None])),
+    ("addmm", "aclnnAddmm", lambda a, b, v: F.linear(a, b, v)),
+    ("baddbmm", "aclnnBaddbmm", lambda a, b, v: torch.baddbmm(a[None], a[None], b[None])),
+    ("mv", "aclnnMv", lambda a, b, v: a @ v),
+    ("dot", "aclnnDot", lambda a, b, v: v @ v),
+]
+
+# Ops whose kernel's list has DOUBLE, or whose list was not read (unknown: the emulator must not refuse).
+ALLOWED = [
+    ("exp", lambda a, b, v: a.exp()),
+    ("log", lambda a, b, v: a.add(1).log()),
+    ("cumsum", lambda a, b, v: a.cumsum(0)),
+    ("mean", lambda a, b, v: a.mean()),
+    ("max", lambda a, b, v: a.max()),
+    ("min", lambda a, b, v: a.min()),
+    ("gather", lambda a, b, v: a.gather(0, torch.zeros(2, 3, dtype=torch.long, device=a.device))),
+    ("index_select", lambda a, b, v: a.index_select(0, torch.zeros(2, dtype=torch.long, device=a.device))),
+    ("clamp", lambda a, b, v: a.clamp(0.2, 0.8)),
+    ("clamp_min", lambda a, b, v: a.clamp(min=0.5)),
+    ("clamp.Tensor", lambda a, b, v: a.clamp(b, b + 0.5)),
+    ("addmv", lambda a, b, v: torch.addmv(v, a, v)),
+    ("addbmm", lambda a, b, v: torch.addbmm(a, a[None], b[None])),
+    ("softmax", lambda a, b, v: a.softmax(-1)),
+]
+
+
+@pytest.mark.parametrize(("name", "kernel", "call"), REFUSED, ids=[r[0] for r in REFUSED])
+def test_float64_fails_where_the_kernels_dtype_list_lacks_it(
+    npu: torch.device, name: str, kernel: str, call: object
+) -> None:
+    cpu = _operands()
+    on_npu = [t.to(npu) for t in cpu]
+    assert on_npu[0].dtype == torch.float64  # holding float64 data is allowed
     with pytest.raises(EmulatedNPUError) as caught:
-        call(x)  # type: ignore[operator]
-    _assert_message(caught.value, "Unsupport data type: at::ScalarType::Double", "NPU-FACTS.md, 'dtypes'")
+        call(*on_npu)  # type: ignore[operator]
+    _assert_message(caught.value, "Unsupport data type: at::ScalarType::Double", kernel)
+    assert "lacks DOUBLE" in str(caught.value) and "op_dtypes.json" in str(caught.value), name
     with npu_emulator.restrictions(float64=False):
-        result = call(x)  # type: ignore[operator]
-        assert result is not None, name
-    assert call(x.float()) is not None  # type: ignore[operator]
+        result = call(*on_npu)  # type: ignore[operator]
+    expected = call(*cpu)  # type: ignore[operator]
+    leaves = torch.utils._pytree.tree_flatten
+    for got, want in zip(leaves(result)[0], leaves(expected)[0], strict=True):
+        assert torch.equal(got.cpu(), want), name
+    assert call(*[t.float() for t in on_npu]) is not None  # type: ignore[operator]
+
+
+@pytest.mark.parametrize(("name", "call"), ALLOWED, ids=[a[0] for a in ALLOWED])
+def test_float64_runs_where_the_kernel_lists_it_or_nothing_is_known(npu: torch.device, name: str, call: object) -> None:
+    cpu = _operands()
+    result = call(*[t.to(npu) for t in cpu])  # type: ignore[operator]
+    expected = call(*cpu)  # type: ignore[operator]
+    assert result.dtype == torch.float64, name
+    assert result.device.type == "npu"
+    torch.testing.assert_close(result.cpu(), expected, rtol=0, atol=1e-12)
+
+
+def test_multinomial_on_float64_probabilities_runs(npu: torch.device) -> None:
+    probs = torch.tensor([0.0, 1.0, 0.0], dtype=torch.float64)
+    assert probs.to(npu).multinomial(1).cpu().tolist() == probs.multinomial(1).tolist() == [1]
+
+
+def test_the_dtype_table_names_real_overloads_and_cites_every_refusal() -> None:
+    from npu_emulator import _checks
+
+    rows = _checks.OP_DTYPES
+    assert len(rows) >= 60
+    for name, row in rows.items():
+        packet, _, overload = name.removeprefix("aten::").partition(".")
+        assert hasattr(getattr(torch.ops.aten, packet), overload or "default"), name
+        assert row["float64"] in ("listed", "missing", "unknown"), name
+        assert row["refuses"] == (["float64"] if row["float64"] == "missing" else []), name
+        assert row["kernel"].startswith("aclnn") and row["op_plugin"], name
+        if row["float64"] != "unknown":
+            assert row["source"].strip(), name
+    refused = {name for name, row in rows.items() if row["refuses"]}
+    assert "aten::mm" in refused and "aten::max.dim" in refused
+    assert not {"aten::exp", "aten::log", "aten::cumsum", "aten::mean.dim", "aten::max", "aten::gather"} & refused
+
+
+def test_a_dtype_only_cast_to_float64_gives_float32_with_torch_npus_warning(
+    npu: torch.device, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from npu_emulator import _checks
+
+    monkeypatch.setattr(_checks, "_double_cast_warned", [False])
+    x = torch.rand(3, device=npu)
+    with pytest.warns(UserWarning, match="Device do not support double dtype now, dtype cast replace with float.") as seen:
+        assert x.double().dtype == torch.float32
+    assert seen[0].filename == __file__  # the program's line, as torch attributes the device's warnings
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # once per process, as TORCH_NPU_WARN_ONCE
+        assert x.to(torch.float64).dtype == torch.float32
+        assert x.to(dtype=torch.double).dtype == torch.float32
+    assert torch.equal(x.double().cpu(), x.cpu())
+    # A cast naming the device, data moved from the CPU and device factories stay float64.
+    assert x.to(npu, torch.float64).dtype == torch.float64
+    assert torch.rand(2, dtype=torch.float64).to(npu).dtype == torch.float64
+    assert torch.zeros(2, dtype=torch.float64, device=npu).dtype == torch.float64
+    assert torch.rand(2, dtype=torch.float64).to(npu).double().dtype == torch.float64
+    with npu_emulator.restrictions(float64=False):
+        assert x.double().dtype == torch.float64
+    model = torch.nn.Linear(2, 2).to(npu).double()
+    assert model.weight.dtype == torch.float32  # Module.double() casts each parameter the same way
+    assert x.cpu().double().dtype == torch.float64
 
 
 def test_float64_allowed_for_ops_not_documented_missing(npu: torch.device) -> None:
-    x = torch.rand(4, device=npu).double()
+    x = _float64(npu, 4)
     assert (x + x).dtype == torch.float64
     assert x.sin().dtype == torch.float64
+    assert torch.ones(3, device=npu).mean(dtype=torch.float64).dtype == torch.float64  # aclnnMean lists DOUBLE
     with pytest.raises(EmulatedNPUError, match="Double"):
-        torch.ones(3, device=npu).mean(dtype=torch.float64)
+        torch.ones(3, 3, device=npu).mm(torch.ones(3, 3, device=npu).to(npu, torch.float64))
 
 
 @pytest.mark.parametrize(
@@ -277,7 +373,7 @@ def test_every_restriction_error_carries_its_group(npu: torch.device) -> None:
         "device_mismatch": lambda: x + torch.ones(3),
         "index_device": lambda: torch.arange(6.0, device=npu)[torch.tensor([0, 2])],
         "numpy": lambda: x.numpy(),
-        "float64": lambda: x.double().exp(),
+        "float64": lambda: torch.ones(2, 2, dtype=torch.float64, device=npu).mm(x[:2, None].to(npu, torch.float64)),
         "sdpa_mask": lambda: F.scaled_dot_product_attention(q, k, k, attn_mask=broadcast),
         "nan_to_num_half": lambda: torch.nan_to_num(x.half()),
         "pow_fractional": lambda: torch.pow(x.half(), 0.5),

@@ -133,9 +133,6 @@ def test_float16_autocast_on_device(npu: torch.device) -> None:
     assert model(x).dtype == torch.float32
 
 
-@pytest.mark.skipif(
-    not hasattr(torch.amp, "GradScaler"), reason=f"torch {torch.__version__} has no torch.amp.GradScaler (torch >= 2.3)"
-)
 def test_grad_scaler_steps(npu: torch.device) -> None:
     model = nn.Linear(4, 1).to(npu)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -176,12 +173,3 @@ def test_optimizers_default_to_foreach_on_the_device(npu: torch.device) -> None:
     assert _default_to_fused_or_foreach(device_params, differentiable=False) == (False, True)
     cpu_params = list(nn.Linear(2, 2).parameters())
     assert _default_to_fused_or_foreach(cpu_params, differentiable=False) == (False, False)
-
-
-@pytest.mark.skipif(hasattr(torch.amp, "GradScaler"), reason="torch.amp.GradScaler exists: the scaler is emulated")
-def test_grad_scaler_says_it_is_not_emulated_without_torch_amp_grad_scaler(npu: torch.device) -> None:
-    import npu_emulator
-
-    del npu
-    with pytest.raises(npu_emulator.EmulatedNPUError, match="no device-generic torch.amp.GradScaler"):
-        torch.npu.amp.GradScaler()

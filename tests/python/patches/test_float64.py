@@ -17,7 +17,7 @@ F64 = torch.float64  # the real dtype object, bound before any patch
 def test_float64_compute_fails_on_the_device_without_the_patch(accel, fails_without_patch):
     x = torch.linspace(0, 1, 5, dtype=F64).to(accel)
     assert x.dtype is F64
-    fails_without_patch(lambda: x.exp(), "Double")
+    fails_without_patch(lambda: x @ x, "Double")  # aclnnDot has no DOUBLE (op_dtypes.json)
 
 
 def test_to_device_converts_float64_to_float32(accel, make_patcher):
@@ -114,3 +114,63 @@ def test_report_names_the_first_call_site(accel, make_patcher):
     assert row.state == "applied" and row.fires == 1
     assert row.first_call_site is not None and "test_float64.py" in row.first_call_site
     assert rp.active_patcher() is patcher
+
+
+def test_float64_captured_before_apply_gives_float32_on_the_device(accel, make_patcher, fails_without_patch):
+    captured = F64  # as a module constant or default argument bound before apply()
+    unpatched = torch.zeros(2, 2, dtype=captured, device=accel)
+    assert unpatched.dtype is F64
+    fails_without_patch(lambda: unpatched @ unpatched, "Double")
+    patcher = make_patcher()
+    on_device = torch.ones(2, device=accel)
+    made = [
+        torch.zeros(2, dtype=captured, device=accel),
+        torch.full((2,), 0.5, dtype=captured, device=accel),
+        torch.arange(3, dtype=captured, device=accel),
+        torch.linspace(0, 1, 3, dtype=captured, device=accel),
+        torch.randn(2, dtype=captured, device=accel),
+        torch.eye(2, dtype=captured, device=accel),
+        torch.zeros_like(on_device, dtype=captured),
+        on_device.new_zeros(3, dtype=captured),
+        on_device.new_tensor([1.0, 2.0], dtype=captured),
+    ]
+    assert [t.dtype for t in made] == [torch.float32] * len(made)
+    assert all(t.device.type == accel.type for t in made)
+    assert (made[0] @ made[0]).dtype is torch.float32
+    assert torch.zeros(2, dtype=captured).dtype is F64, "host tensors keep float64"
+    assert torch.zeros_like(torch.ones(2), dtype=captured).dtype is F64
+    before = torch.get_default_dtype()
+    try:
+        torch.set_default_dtype(captured)
+        assert torch.get_default_dtype() is torch.float32
+    finally:
+        torch.set_default_dtype(before)
+    assert patcher.fires()["Float64To32"] >= len(made) + 1
+
+
+def test_a_float64_checkpoint_loaded_onto_the_device_arrives_as_float32(accel, make_patcher, fails_without_patch):
+    import io
+
+    saved = io.BytesIO()
+    weight = torch.rand(2, 2, dtype=F64)
+    module = torch.nn.Linear(2, 2).to(F64)
+    torch.save({"w": weight, "nested": [weight * 2, (weight * 3,)], "module": module}, saved)
+
+    def load(**kwargs):
+        saved.seek(0)
+        return torch.load(saved, weights_only=False, **kwargs)
+
+    unpatched = load(map_location=accel)
+    assert unpatched["w"].dtype is F64 and unpatched["w"].device.type == accel.type
+    fails_without_patch(lambda: unpatched["w"] @ unpatched["w"], "Double")
+    patcher = make_patcher()
+    loaded = load(map_location=accel)
+    tensors = [loaded["w"], loaded["nested"][0], loaded["nested"][1][0], *loaded["module"].parameters()]
+    assert [t.dtype for t in tensors] == [torch.float32] * len(tensors)
+    assert all(t.device.type == accel.type for t in tensors)
+    assert isinstance(loaded["module"].weight, torch.nn.Parameter)
+    torch.testing.assert_close(loaded["w"].cpu(), weight.float())
+    torch.testing.assert_close(loaded["module"](loaded["w"]).cpu(), module(weight).float())
+    on_host = load(map_location="cpu")
+    assert on_host["w"].dtype is F64 and on_host["module"].weight.dtype is F64, "host tensors keep float64"
+    assert patcher.fires()["Float64To32"] >= len(tensors)
