@@ -89,7 +89,7 @@ pub fn run(args: &Args) -> Result<()> {
             tally.hung,
             tally.other,
             secs,
-            secs / tally.runs.max(1) as f64
+            secs / f64::from(u32::try_from(tally.runs.max(1)).unwrap_or(u32::MAX))
         );
         for example in &tally.examples {
             println!("  {example}");
@@ -262,21 +262,21 @@ mod tests {
     use super::*;
     use std::os::unix::process::ExitStatusExt;
 
-    fn status(raw: i32) -> Option<std::process::ExitStatus> {
-        Some(std::process::ExitStatus::from_raw(raw))
+    fn status(raw: i32) -> std::process::ExitStatus {
+        std::process::ExitStatus::from_raw(raw)
     }
 
     const GOOD: &str = "step done, loss 0.1\natexit handler ran\n";
 
     #[test]
     fn a_run_that_kept_its_output_and_status_is_clean() {
-        assert_eq!(judge(status(3 << 8), GOOD, ""), Outcome::Clean);
+        assert_eq!(judge(Some(status(3 << 8)), GOOD, ""), Outcome::Clean);
     }
 
     #[test]
     fn a_signal_is_an_abort_with_the_last_line_of_stderr() {
         let got = judge(
-            status(6),
+            Some(status(6)),
             GOOD,
             "terminate called without an active exception\n",
         );
@@ -289,10 +289,13 @@ mod tests {
     #[test]
     fn lost_output_and_wrong_status_and_timeouts_are_failures() {
         assert!(matches!(
-            judge(status(3 << 8), "step done\n", ""),
+            judge(Some(status(3 << 8)), "step done\n", ""),
             Outcome::Other(_)
         ));
-        assert!(matches!(judge(status(0), GOOD, ""), Outcome::Other(_)));
+        assert!(matches!(
+            judge(Some(status(0)), GOOD, ""),
+            Outcome::Other(_)
+        ));
         assert_eq!(judge(None, "", ""), Outcome::Hung);
     }
 }

@@ -68,6 +68,36 @@ class _State:
 _STATE = _State()
 
 
+def _version(text: str) -> tuple[int, int]:
+    parts = text.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return (0, 0)
+
+
+# Before torch 2.6 a storage's Python object can be freed with its weak references left in place (seen on torch 2.1:
+# the interpreter's last garbage collection then crashes at exit, SIGSEGV in clear_weakref); there each storage is
+# followed through the host tensors made over it instead, released when the last of them is.
+_STORAGE_WEAKREFS = _version(torch.__version__) >= (2, 6)
+# storage key -> host tensors alive over it (torch < 2.6)
+_HOLDERS: dict[int, int] = {}
+
+
+def _hold(elem: torch.Tensor, key: int, block: _Block) -> None:
+    _HOLDERS[key] = _HOLDERS.get(key, 0) + 1
+    weakref.finalize(elem, _drop, key, block).atexit = False
+
+
+def _drop(key: int, block: _Block) -> None:
+    left = _HOLDERS.get(key, 0) - 1
+    if left > 0:
+        _HOLDERS[key] = left
+        return
+    _HOLDERS.pop(key, None)
+    _release(key, block)
+
+
 def reset() -> None:
     """Forget the peaks and the history; the storages alive now stay counted (``reset_peak_memory_stats``)."""
     state = _STATE
@@ -114,13 +144,18 @@ def track(elem: torch.Tensor, index: int) -> None:
             delta = nbytes - block.bytes
             block.bytes = nbytes
             _grow(block.device, delta)
+        if not _STORAGE_WEAKREFS:
+            _hold(elem, key, block)
         return
     state.event += 1
     block = _Block(index, nbytes, state.event, state.phase, state.module)
     state.live[key] = block
     if len(state.history) < HISTORY_LIMIT:
         state.history.append(block)
-    weakref.finalize(storage, _release, key, block).atexit = False  # nothing to count at exit
+    if _STORAGE_WEAKREFS:
+        weakref.finalize(storage, _release, key, block).atexit = False  # nothing to count at exit
+    else:
+        _hold(elem, key, block)
     _grow(index, nbytes)
 
 

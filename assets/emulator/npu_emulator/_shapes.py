@@ -44,6 +44,19 @@ _STATE: dict[str, Any] = {"on": False}
 _UNCHECKED: dict[tuple[str, str], int] = {}
 
 
+#: The oldest torch shapes-only mode runs on (on torch 2.1 meta-backed device tensors lose their device checks).
+MIN_TORCH = (2, 6)
+
+
+def supported() -> bool:
+    """Whether this torch runs shapes-only mode (:data:`MIN_TORCH`)."""
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return (int(parts[0]), int(parts[1])) >= MIN_TORCH
+    except (IndexError, ValueError):
+        return False
+
+
 def requested() -> bool:
     return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
@@ -276,6 +289,14 @@ def install() -> None:
     """Turn shapes-only mode on for this process (``install()`` does when ``NPU_EMULATOR_SHAPES_ONLY=1``)."""
     if _STATE["on"]:
         return
+    if not supported():
+        from npu_emulator._errors import EmulatorLimitation
+
+        raise EmulatorLimitation(
+            "shapes-only mode",
+            f"it is built and tested on torch >= {MIN_TORCH[0]}.{MIN_TORCH[1]}; this is torch {torch.__version__}",
+            "run the shapes-only pre-flight with a newer torch, or the full emulated run on this one",
+        )
     _STATE["on"] = True
     module = torch.nn.Module
     _ORIGINAL["register_parameter"] = module.register_parameter

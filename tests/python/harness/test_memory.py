@@ -71,6 +71,16 @@ PRELUDE = textwrap.dedent(
 ).format(emulator=str(EMULATOR), harness=str(HARNESS))
 
 
+
+def _shapes_only_supported() -> bool:
+    parts = torch.__version__.split("+")[0].split(".")
+    return (int(parts[0]), int(parts[1])) >= (2, 6)
+
+
+needs_shapes_only = pytest.mark.skipif(
+    not _shapes_only_supported(), reason="shapes-only mode needs torch >= 2.6 (npu_emulator._shapes.MIN_TORCH)"
+)
+
 def run(body: str, shapes: bool) -> dict[str, Any]:
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     env.pop("NPU_EMULATOR_SHAPES_ONLY", None)
@@ -117,6 +127,7 @@ def test_the_ledger_counts_each_device_storage_once_until_it_is_freed(npu: torch
     assert _ledger.max_allocated(0) >= before + 4096 + _ledger.round_size(20000)
 
 
+@needs_shapes_only
 def test_the_shapes_only_peak_agrees_with_the_live_bytes_of_the_full_run() -> None:
     full = run(STEP, shapes=False)
     shapes = run(STEP, shapes=True)
@@ -177,6 +188,7 @@ print(json.dumps(found))
 """
 
 
+@needs_shapes_only
 def test_shapes_only_keeps_the_device_checks_and_says_what_it_could_not_check() -> None:
     found = run(SHAPES_CHECKS, shapes=True)
     assert found["elem"] == "meta"
@@ -222,6 +234,7 @@ print(json.dumps(found))
 """
 
 
+@needs_shapes_only
 def test_weights_load_without_their_bytes() -> None:
     found = run(LOADERS, shapes=True)
     assert found["mmap"] is True  # torch.load maps the checkpoint instead of reading it
