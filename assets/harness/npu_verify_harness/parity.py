@@ -9,7 +9,8 @@ The record (one JSON object per run, ``npu-verify-parity`` version 1; docs/cli/n
 - ``events``: per module call, in the order the calls finished (forward) or the gradients arrived (backward):
   ``step`` (1 = before the first optimizer step), ``dir`` (``forward`` / ``backward``), ``module`` (qualified name:
   the class of the outermost module, then the attribute path), ``cls``, ``call`` (the how-manieth call of that
-  module in that step and direction), ``parent`` (the enclosing module call, ``[module, call]``), ``autocast``,
+  module in that step and direction), ``parent`` (the enclosing module call, ``[module, call]``), ``autocast`` (the dtype autocast
+  computed in during the forward call, else false),
   ``site`` (the module's source file and line), ``inputs`` and ``outputs`` (forward) or ``outputs`` (backward: the
   gradient of the module's output): per floating tensor ``[dtype, numel, max, min, mean, l2]``; the first forward
   call of each module also has ``buffers`` (its own floating buffers by name, the same summary);
@@ -137,11 +138,12 @@ class Recorder(Installed):
         return site
 
     def autocast(self):
+        """The dtype autocast computes in where it is on (``"bfloat16"``...), else False."""
         torch = self.torch
         for device in ("cpu", "cuda", "npu"):
             try:
                 if torch.is_autocast_enabled(device):
-                    return True
+                    return str(torch.get_autocast_dtype(device)).replace("torch.", "")
             except Exception:
                 continue
         return False
@@ -173,9 +175,10 @@ class Recorder(Installed):
             name, call, step, inputs, parent = self.stack.pop()
             if name != self.name_of(module):
                 return
+            autocast = self.autocast()
             event = {
                 "step": step, "dir": "forward", "module": name, "cls": type(module).__name__, "call": call,
-                "parent": list(parent) if parent else None, "autocast": self.autocast(), "site": self.site_of(module),
+                "parent": list(parent) if parent else None, "autocast": autocast, "site": self.site_of(module),
                 "inputs": inputs, "outputs": self.stats(output),
             }
             if id(module) not in self._buffers_seen:
@@ -188,11 +191,11 @@ class Recorder(Installed):
                 if buffers:
                     event["buffers"] = buffers
             self.events.append(event)
-            self._watch_grads(module, name, output)
+            self._watch_grads(module, name, output, autocast)
         finally:
             self.busy = False
 
-    def _watch_grads(self, module, name, output):
+    def _watch_grads(self, module, name, output, autocast):
         torch = self.torch
         tensors = []
 
@@ -222,7 +225,7 @@ class Recorder(Installed):
                     step = recorder.step_now()
                     recorder.events.append({
                         "step": step, "dir": "backward", "module": name, "cls": cls,
-                        "call": recorder.next_call(step, "backward", name), "parent": None, "autocast": False,
+                        "call": recorder.next_call(step, "backward", name), "parent": None, "autocast": autocast,
                         "site": site, "inputs": [], "outputs": recorder.stats(grad),
                     })
                 finally:
