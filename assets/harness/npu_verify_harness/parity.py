@@ -393,6 +393,11 @@ def report(request, results, observer, recorder, outcome, ended):
     if ended is not None:
         status, detail, remedy, reason = ended
         data["reason"] = reason
+        if role.startswith("reference"):
+            # Not a fault of the port: the program cannot run as the CPU reference.
+            remedy = ("the reference is the program on the CPU without torch_npu or CUDA: give it a launch "
+                      "command or config that runs there (a CPU device option), or make a record where the "
+                      "original runs (`--parity --record FILE` on a CUDA machine) and use `--compare FILE`")
         results.check("parity." + role, FAIL, "the {} run stopped after {} of {} optimizer steps: {}".format(
             role, observer.steps, want, detail), remedy, data=data)
         return 0

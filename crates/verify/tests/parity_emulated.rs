@@ -180,3 +180,25 @@ fn the_demos_port_trains_as_on_the_cpu() {
             > 300
     );
 }
+
+#[test]
+fn a_program_that_cannot_run_on_the_cpu_cannot_be_aligned() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("npu-only");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("train.py"),
+        "import torch\nimport torch_npu  # noqa: F401\nmodel = torch.nn.Linear(2, 1).to('npu')\n",
+    )
+    .unwrap();
+    set_up_migrate(&root);
+    let (code, report, stderr) = parity(&root, &[], &[]);
+    assert_eq!(code, Some(2), "{report:#}\n{stderr}");
+    let reference = check(&report, "parity.reference");
+    assert_eq!(reference["status"], "fail", "{reference:#}");
+    assert!(
+        reference["remedy"].as_str().unwrap().contains("--compare"),
+        "{reference:#}"
+    );
+    assert!(report["incomplete"].as_bool().unwrap());
+}
