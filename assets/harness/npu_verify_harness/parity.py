@@ -11,7 +11,7 @@ The record (one JSON object per run, ``npu-verify-parity`` version 1; docs/cli/n
   the class of the outermost module, then the attribute path), ``cls``, ``call`` (the how-manieth call of that
   module in that step and direction), ``parent`` (the enclosing module call, ``[module, call]``), ``autocast`` (the dtype autocast
   computed in during the forward call, else false),
-  ``site`` (the module's source file and line), ``inputs`` and ``outputs`` (forward) or ``outputs`` (backward: the
+  ``site`` (the module's source file and line), ``called_at`` (the project line that called it), ``inputs`` and ``outputs`` (forward) or ``outputs`` (backward: the
   gradient of the module's output): per floating tensor ``[dtype, numel, max, min, mean, l2]``; the first forward
   call of each module also has ``buffers`` (its own floating buffers by name, the same summary);
 - ``initial_param_norms``: the norms before the first step.
@@ -24,7 +24,7 @@ import copy
 import inspect
 import os
 
-from .observe import Installed
+from .observe import Installed, call_site
 
 FORMAT = "npu-verify-parity"
 VERSION = 1
@@ -163,7 +163,8 @@ class Recorder(Installed):
             step = self.step_now()
             call = self.next_call(step, "forward", name)
             inputs = self.stats(list(args) + (list(kwargs.values()) if kwargs else []))
-            self.stack.append((name, call, step, inputs, self.stack[-1][:2] if self.stack else None))
+            called_at = call_site(self.observer.root, self.observer.skip_dirs)
+            self.stack.append((name, call, step, inputs, self.stack[-1][:2] if self.stack else None, called_at))
         finally:
             self.busy = False
 
@@ -172,14 +173,14 @@ class Recorder(Installed):
             return
         self.busy = True
         try:
-            name, call, step, inputs, parent = self.stack.pop()
+            name, call, step, inputs, parent, called_at = self.stack.pop()
             if name != self.name_of(module):
                 return
             autocast = self.autocast()
             event = {
                 "step": step, "dir": "forward", "module": name, "cls": type(module).__name__, "call": call,
                 "parent": list(parent) if parent else None, "autocast": autocast, "site": self.site_of(module),
-                "inputs": inputs, "outputs": self.stats(output),
+                "called_at": called_at, "inputs": inputs, "outputs": self.stats(output),
             }
             if id(module) not in self._buffers_seen:
                 self._buffers_seen.add(id(module))

@@ -220,6 +220,7 @@ fn located(event: &Value, why: &str, note: Option<String>) -> Value {
         "module": event["module"],
         "class": event["cls"],
         "site": event["site"],
+        "called_at": event["called_at"],
         "direction": event["dir"],
         "step": event["step"],
         "call": event["call"],
@@ -464,10 +465,14 @@ pub fn compare(
         Some(f) => Check::fail(
             "parity.modules",
             format!(
-                "first divergence: {} ({}) at {}, {}, step {}: {}",
+                "first divergence: {} ({}) at {}{}, {}, step {}: {}",
                 f["module"].as_str().unwrap_or("?"),
                 f["class"].as_str().unwrap_or("?"),
                 f["site"].as_str().unwrap_or("?"),
+                f["called_at"]
+                    .as_str()
+                    .map(|at| format!(" (called at {at})"))
+                    .unwrap_or_default(),
                 f["direction"].as_str().unwrap_or("?"),
                 f["step"],
                 f["why"].as_str().unwrap_or("")
