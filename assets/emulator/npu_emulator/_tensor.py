@@ -12,6 +12,7 @@ from __future__ import annotations
 import collections
 import copy
 import functools
+import os
 from typing import Any
 
 import torch
@@ -390,8 +391,13 @@ def _repr(tensor: NPUTensor, tensor_contents: object) -> str:
     return text
 
 
+#: ``NPU_EMULATOR_RNG=cpu``: random ops on the device draw from the CPU default generator, so a run on the emulated
+#: device draws the same numbers as the same program on the CPU (``npu-verify --parity`` aligns its two runs so).
+_RNG_FOLLOWS_CPU = os.environ.get("NPU_EMULATOR_RNG", "").strip().lower() == "cpu"
+
+
 def _run(func: Any, random_op: bool, args: list[Any], kwargs: dict[str, Any]) -> Any:
-    if random_op and kwargs.get("generator") is None:
+    if random_op and kwargs.get("generator") is None and not _RNG_FOLLOWS_CPU:
         return _checks.run_random(func, args, kwargs)
     return func(*args, **kwargs)
 

@@ -217,7 +217,7 @@ def run_mode(request, results):
         from . import runtime
 
         return runtime.run(request, results, setup_torch)
-    if mode in ("pipeline", "data"):
+    if mode in ("pipeline", "data", "parity"):
         from . import program
 
         return program.run(request, results, setup_torch)

@@ -31,6 +31,13 @@ def run(request, results, setup_torch):
     device_type = request.get("device_type", "npu")
     emulated = bool(request.get("emulate"))
 
+    parity = request.get("parity")
+    if parity and parity.get("threads"):
+        torch.set_num_threads(int(parity["threads"]))
+    if parity and parity.get("no_patches"):
+        from .parity import install_no_patches
+
+        install_no_patches()
     watch = PatcherWatch()
     if request.get("patches_file"):
         if watch.load(request["patches_file"]) is None:
@@ -49,6 +56,15 @@ def run(request, results, setup_torch):
 
     observer = Observer(torch, root, device_type, steps=request.get("steps"))
     profile = None
+    recorder = None
+    if mode == "parity":
+        from .parity import Recorder
+
+        batches_in = torch.load(parity["batches_in"], weights_only=False) if parity.get("batches_in") else None
+        recorder = Recorder(torch, observer, batches_in=batches_in,
+                            batches_out=parity.get("batches_out"), max_batches=int(request.get("steps", 2)) + 2)
+        recorder.install()  # before the observer: its step hook stops the program after the last step
+        observer.install()
     if mode == "pipeline":
         observer.install()
         if request.get("profile", True):
@@ -93,9 +109,16 @@ def run(request, results, setup_torch):
         traceback.print_exception(type(outcome.exc), outcome.exc, outcome.exc.__traceback__)
     results.fact("timing", {"program_s": program_s, "first_step_s": observer.step_times[0] if observer.step_times else None})
 
+    if recorder is not None:
+        recorder.uninstall()
     if memory is not None:
         memory.uninstall()
-    if mode == "pipeline":
+    if mode == "parity":
+        from .parity import report as report_parity
+
+        code = report_parity(request, results, observer, recorder, outcome, ending(outcome, root)
+                             if outcome.kind != "stopped" else None)
+    elif mode == "pipeline":
         code = report_pipeline(request, results, observer, watch, outcome, emulated, profile)
         from .memory import report as report_memory
         from .memory import report_shapes

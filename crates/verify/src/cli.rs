@@ -12,6 +12,7 @@ Examples:
   npu-verify . --pipeline --nproc-per-node 2 --emulate-npu # two ranks under torchrun, hccl as gloo
   npu-verify . --pipeline --emulate-npu --shapes-only --hbm-gb 64  # a 7B step without its memory: fits?
   npu-verify . --runtime --conda-env torch_npu_env --format json
+  npu-verify . --parity --steps 3 --emulate-npu             # the port computes what the CPU computes?
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
   npu-verify . --pipeline -- bash migrate_to_cloudrobo/train.sh bash examples/finetune.sh
 
@@ -45,6 +46,28 @@ pub struct Args {
     /// Run the project's training entry for --steps optimizer steps under observation.
     #[arg(long)]
     pub pipeline: bool,
+
+    /// Run the program twice, aligned: the reference on the CPU without runtime patches or the
+    /// emulator, and the port (with --emulate-npu on the emulated npu, else on the NPU) with its
+    /// patches; the same seeds and batches; compare per-step loss and per-module statistics and
+    /// name the first module that diverges. Exit 0 match, 1 diverge, 2 the runs cannot be aligned.
+    #[arg(long)]
+    pub parity: bool,
+
+    /// With --parity: run the port only and write its record to FILE (its batches next to it,
+    /// FILE.batches.pt), to compare elsewhere with --compare.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "parity",
+        conflicts_with = "compare"
+    )]
+    pub record: Option<PathBuf>,
+
+    /// With --parity: run the port only, fed the batches of the record FILE (FILE.batches.pt),
+    /// and compare it with FILE as the reference.
+    #[arg(long, value_name = "FILE", requires = "parity")]
+    pub compare: Option<PathBuf>,
 
     /// Pull --batches batches from the project's data loader through the training entry.
     #[arg(long)]

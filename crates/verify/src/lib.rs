@@ -15,6 +15,7 @@ pub mod interpreter;
 pub mod isolate;
 pub mod launch;
 pub mod output;
+mod parity;
 mod plan;
 pub mod ranks;
 pub mod record;
@@ -87,7 +88,13 @@ pub fn run(args: &Args) -> Result<u8, Error> {
             }
         }
     }
-    Ok(u8::try_from(report.exit_code()).unwrap_or(2))
+    // --parity alone: its exit status is the comparison's (0 match, 1 diverge, 2 cannot align).
+    let code = if args.parity && !(args.runtime || args.pipeline || args.data) {
+        report.exit_code_of("parity.")
+    } else {
+        report.exit_code()
+    };
+    Ok(u8::try_from(code).unwrap_or(2))
 }
 
 /// Where each run is recorded, one JSON object a line, for the adaptation summary's timing.
@@ -145,6 +152,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         (args.runtime, "runtime"),
         (args.pipeline, "pipeline"),
         (args.data, "data"),
+        (args.parity, "parity"),
     ] {
         if on {
             modes.push(name.to_owned());
@@ -169,10 +177,10 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         .checks
         .push(statics::issues(args.issues.as_deref(), root));
 
-    if !(args.runtime || args.pipeline || args.data) {
+    if !(args.runtime || args.pipeline || args.data || args.parity) {
         output::progress(
             args.quiet,
-            "only the static checks ran; add --runtime, --pipeline or --data",
+            "only the static checks ran; add --runtime, --pipeline, --data or --parity",
         );
         report.finish();
         return Ok(report);
@@ -217,6 +225,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         report,
         harness_applies,
         transfer_checked: false,
+        parity_env: None,
     };
     session.run_all(plan);
     let mut report = session.report;

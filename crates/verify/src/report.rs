@@ -335,6 +335,18 @@ impl Report {
     }
 
     /// 0 all passed (warnings allowed), 1 a check failed, 2 verify could not run.
+    /// [`Report::exit_code`] over the checks whose names start with `prefix`.
+    pub fn exit_code_of(&self, prefix: &str) -> i32 {
+        if self.incomplete {
+            return 2;
+        }
+        i32::from(
+            self.checks
+                .iter()
+                .any(|c| c.name.starts_with(prefix) && c.status == Status::Fail),
+        )
+    }
+
     pub fn exit_code(&self) -> i32 {
         if self.incomplete {
             return 2;

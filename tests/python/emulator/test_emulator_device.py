@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import io
+import os
 import subprocess
 import sys
 import textwrap
@@ -180,6 +181,34 @@ def test_device_rng_is_seeded_and_separate_from_cpu(npu: torch.device) -> None:
     torch.npu.set_rng_state(state)
     b = torch.rand(3, device=npu).cpu()
     assert torch.equal(a, b)
+
+
+def test_device_rng_follows_the_cpu_stream_when_asked() -> None:
+    # NPU_EMULATOR_RNG=cpu (npu-verify --parity): device draws come from the CPU default generator, in program order.
+    code = textwrap.dedent(
+        f"""
+        import sys
+        sys.path.insert(0, {str(EMULATOR)!r})
+        import torch
+        import npu_emulator
+        npu_emulator.install()
+
+        def draws(device):
+            torch.manual_seed(5)
+            a = torch.randn(6, device=device)
+            b = torch.rand(3)  # a host draw in between
+            mask = torch.nn.functional.dropout(torch.ones(64, device=device), 0.5, training=True)
+            return torch.cat([a.cpu(), b, mask.cpu()])
+
+        print("same" if torch.equal(draws("npu"), draws("cpu")) else "different")
+        """
+    )
+    for value, expected in (("cpu", "same"), ("", "different")):
+        env = dict(os.environ, NPU_EMULATOR_RNG=value)
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
+                              env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip() == expected, (value, done.stdout)
 
 
 def test_cpu_code_is_unaffected_after_install(npu: torch.device) -> None:

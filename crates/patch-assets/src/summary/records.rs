@@ -19,6 +19,8 @@ pub struct Check {
     pub configuration: Option<String>,
     /// When it ran: `from_run` for a result kept from an earlier run, else the report's time.
     pub at: Option<String>,
+    /// Its `data`, for the checks the summary shows more of (`parity.loss`, `parity.modules`).
+    pub data: Option<Value>,
 }
 
 /// What the verify report said, or why it could not be read.
@@ -62,6 +64,11 @@ pub fn read_verify(path: &Path) -> Verify {
                 .and_then(Value::as_str)
                 .map(str::to_owned),
             at: field(c, &["from_run"]).or_else(|| report_at.clone()),
+            data: c
+                .get("name")
+                .and_then(Value::as_str)
+                .filter(|n| n.starts_with("parity."))
+                .and_then(|_| c.get("data").cloned()),
         })
         .collect();
     let at = field(

@@ -405,6 +405,7 @@ fn verify(inputs: &Inputs) -> String {
                     .map(|c| [c.name.clone(), c.status.clone(), c.detail.clone()])
                     .collect();
                 out.push_str(&table(&["Check", "Status", "Detail"], &rows));
+                out.push_str(&parity(checks));
                 return out;
             }
             // The latest result of each check in each configuration it ran in (the report
@@ -427,9 +428,65 @@ fn verify(inputs: &Inputs) -> String {
                 &["Check", "Configuration", "Ran", "Status", "Detail"],
                 &rows,
             ));
+            out.push_str(&parity(checks));
             out
         }
     }
+}
+
+/// The `--parity` result: the loss per step, reference against port, and the first divergence.
+fn parity(checks: &[super::records::Check]) -> String {
+    let Some(loss) = checks.iter().find(|c| c.name == "parity.loss") else {
+        return String::new();
+    };
+    let number = |v: &serde_json::Value| {
+        v.as_f64().map_or_else(
+            || v.as_str().unwrap_or("-").to_owned(),
+            |x| format!("{x:.6}"),
+        )
+    };
+    let rows: Vec<[String; 4]> = loss
+        .data
+        .as_ref()
+        .and_then(|d| d["steps"].as_array())
+        .map(|steps| {
+            steps
+                .iter()
+                .map(|s| {
+                    [
+                        s["step"].to_string(),
+                        number(&s["reference"]),
+                        number(&s["port"]),
+                        s["relative_error"]
+                            .as_f64()
+                            .map_or_else(|| "-".to_owned(), |e| format!("{e:.2e}")),
+                    ]
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut out = String::from(
+        "
+
+Parity (`npu-verify --parity`), the loss per step:
+
+",
+    );
+    out.push_str(&table(
+        &["Step", "Reference (CPU)", "Port", "Relative error"],
+        &rows,
+    ));
+    if let Some(modules) = checks.iter().find(|c| c.name == "parity.modules") {
+        let _ = write!(
+            out,
+            "
+
+Modules: {} — {}",
+            modules.status,
+            one_line(&modules.detail)
+        );
+    }
+    out
 }
 
 fn known_issues(inputs: &Inputs) -> String {
@@ -517,6 +574,48 @@ fn one_line(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_parity_result_shows_the_loss_per_step_and_the_first_divergence() {
+        let check = |name: &str, status: &str, detail: &str, data: serde_json::Value| {
+            super::super::records::Check {
+                name: name.into(),
+                status: status.into(),
+                detail: detail.into(),
+                configuration: None,
+                at: None,
+                data: Some(data),
+            }
+        };
+        let checks = vec![
+            check(
+                "parity.loss",
+                "pass",
+                "",
+                serde_json::json!({"steps": [
+                    {"step": 1, "reference": 1.0, "port": 1.01, "relative_error": 0.01},
+                    {"step": 2, "reference": 0.9, "port": "nan", "relative_error": null},
+                ]}),
+            ),
+            check(
+                "parity.modules",
+                "fail",
+                "first divergence: Policy.attn (Attention)",
+                serde_json::json!({}),
+            ),
+        ];
+        let text = parity(&checks);
+        assert!(
+            text.contains("| 1 | 1.000000 | 1.010000 | 1.00e-2 |"),
+            "{text}"
+        );
+        assert!(text.contains("| 2 | 0.900000 | nan | - |"), "{text}");
+        assert!(
+            text.contains("Modules: fail — first divergence: Policy.attn (Attention)"),
+            "{text}"
+        );
+        assert_eq!(parity(&checks[1..]), "");
+    }
 
     #[test]
     fn cells_stay_in_their_row() {
