@@ -400,8 +400,12 @@ pub fn summary(ctx: &mut Ctx<'_>) -> Result<Exit> {
         )?;
         return Ok(Exit::Ok);
     }
-    let statuses = Status::ALL;
     let count = |m: &BTreeMap<String, usize>, s: Status| m.get(s.as_str()).copied().unwrap_or(0);
+    // The out-of-scope column only when a scan left files out.
+    let statuses: Vec<Status> = Status::ALL
+        .into_iter()
+        .filter(|&s| s != Status::OutOfScope || count(&summary.by_status, s) > 0)
+        .collect();
     let mut header = vec!["pattern".to_owned()];
     header.extend(statuses.iter().map(|s| s.as_str().to_owned()));
     header.push("total".to_owned());

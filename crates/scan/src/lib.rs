@@ -185,6 +185,13 @@ pub struct Stats {
 #[derive(Debug, Clone, Default)]
 pub struct ScanResult {
     pub issues: Vec<Issue>,
+    /// Findings an inline `# npu: ignore` comment suppresses: `skipped`, with the comment's
+    /// reason (see [`suppress::Suppressions::reason`]); recorded in `issues.json` as skipped,
+    /// never reported as findings.
+    pub ignored: Vec<Issue>,
+    /// The `--exclude` patterns of the scan: the previous issues of files they skip are not
+    /// resolved by it (`out_of_scope` in `issues.json`).
+    pub exclude: Vec<String>,
     pub unparsed: Vec<Unparsed>,
     pub warnings: Vec<String>,
     pub stats: Stats,
@@ -287,18 +294,43 @@ fn write_merged(
         root: root_as_given.to_owned(),
         scanned_at: now.clone(),
         summary: issue_model::Summary::default(),
-        issues: result.issues.clone(),
+        issues: result
+            .issues
+            .iter()
+            .chain(&result.ignored)
+            .cloned()
+            .collect(),
         unparsed: result.unparsed.clone(),
     };
+    let mut excludes = Vec::new();
+    for result in results {
+        let set = files::exclude_set(&result.exclude).map_err(|source| Error::Exclude {
+            pattern: result.exclude.join(", "),
+            source,
+        })?;
+        excludes.push(set);
+    }
     let report = issue_model::update(&path, |previous| {
         let mut merged = previous;
         let mut report = MergeReport::default();
-        for result in results {
-            let (file, r) = issue_model::merge(merged.as_ref(), fresh(result), &now);
+        for (result, excludes) in results.iter().zip(&excludes) {
+            let not_scanned = |issue: &Issue| {
+                files::is_excluded(excludes, &issue.file).then(|| {
+                    let patterns: Vec<String> =
+                        result.exclude.iter().map(|p| format!("`{p}`")).collect();
+                    format!("not scanned: excluded by --exclude {}", patterns.join(", "))
+                })
+            };
+            let (file, r) =
+                issue_model::merge_scanned(merged.as_ref(), fresh(result), &now, &not_scanned);
             merged = Some(file);
-            // New and regressed issues of every merge; kept and resolved of the last.
+            // New, regressed, ignored and reopened issues of every merge; kept, resolved and
+            // out of scope of the last.
             report.new.extend(r.new);
             report.regressed.extend(r.regressed);
+            report.ignored.extend(r.ignored);
+            report.reopened.extend(r.reopened);
+            report.out_of_scope = r.out_of_scope;
             report.kept = r.kept;
             report.resolved = r.resolved;
         }

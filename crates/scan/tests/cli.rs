@@ -318,3 +318,104 @@ fn corrupt_issues_json_is_not_overwritten() {
         "{ not json"
     );
 }
+
+/// Scan `dir` (with `extra` arguments) into `dir/issues.json`; returns the exit code and stdout.
+fn scan_into(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = scan_cmd()
+        .current_dir(dir)
+        .args([".", "--output", "."])
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+fn status_of(dir: &Path, file: &str) -> (issue_model::Status, Option<String>) {
+    let issues = load(&dir.join("issues.json")).issues;
+    let found = issues.iter().find(|i| i.file == file);
+    let found = found.unwrap_or_else(|| panic!("no issue in {file}: {issues:?}"));
+    (found.status, found.reason.clone())
+}
+
+#[test]
+fn an_inline_ignore_is_recorded_skipped_with_its_reason_and_pending_again_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = "import pytorch_lightning as pl\na = pl.Trainer(gpus=1)\n";
+    write(dir.path(), "t.py", plain);
+    let (code, _) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        status_of(dir.path(), "t.py").0,
+        issue_model::Status::Pending
+    );
+
+    write(
+        dir.path(),
+        "t.py",
+        "import pytorch_lightning as pl\na = pl.Trainer(gpus=1)  # npu: ignore[P_LTM] launcher overrides this\n",
+    );
+    let (code, stdout) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("0 resolved by edits, 1 skipped by `# npu: ignore` comments"),
+        "{stdout}"
+    );
+    let (status, reason) = status_of(dir.path(), "t.py");
+    assert_eq!(
+        status,
+        issue_model::Status::Skipped,
+        "an ignore comment is not a fix"
+    );
+    assert_eq!(
+        reason.as_deref(),
+        Some("ignored inline: launcher overrides this (`# npu: ignore` comment on line 2)")
+    );
+    // A second rescan keeps it skipped.
+    scan_into(dir.path(), &[]);
+    assert_eq!(
+        status_of(dir.path(), "t.py").0,
+        issue_model::Status::Skipped
+    );
+
+    write(dir.path(), "t.py", plain);
+    let (code, _) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        status_of(dir.path(), "t.py"),
+        (issue_model::Status::Pending, None)
+    );
+}
+
+#[test]
+fn an_excluded_file_is_out_of_scope_never_fixed_and_pending_again_when_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "train.py", TRAIN);
+    write(dir.path(), "policies/other/train.py", TRAIN);
+    scan_into(dir.path(), &[]);
+    let (code, stdout) = scan_into(dir.path(), &["--exclude", "policies/other"]);
+    assert_eq!(code, Some(1), "train.py is still pending: {stdout}");
+    assert!(
+        stdout.contains("0 resolved by edits, 1 out of scope"),
+        "{stdout}"
+    );
+    let (status, reason) = status_of(dir.path(), "policies/other/train.py");
+    assert_eq!(status, issue_model::Status::OutOfScope);
+    assert_eq!(
+        reason.as_deref(),
+        Some("not scanned: excluded by --exclude `policies/other`")
+    );
+    let file = load(&dir.path().join("issues.json"));
+    assert_eq!(
+        file.summary.by_status.get("fixed"),
+        None,
+        "{:?}",
+        file.summary
+    );
+
+    let (_, stdout) = scan_into(dir.path(), &[]);
+    assert!(stdout.contains("1 pending again"), "{stdout}");
+    assert_eq!(
+        status_of(dir.path(), "policies/other/train.py"),
+        (issue_model::Status::Pending, None)
+    );
+}

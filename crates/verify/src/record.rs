@@ -66,20 +66,31 @@ pub fn record(args: &Args, report: &Report) -> Result<String, String> {
     } else {
         root.display().to_string()
     };
-    let count = fresh.len();
+    let count = fresh
+        .iter()
+        .filter(|i| i.status == issue_model::Status::Pending)
+        .count();
     let merged = issue_model::update(&path, |previous| {
         let (file, merge) = issue_model::merge_measured(previous, &root_text, fresh, &checks, &now);
         Ok((Some(file), merge))
     })
     .map_err(|e| format!("cannot record the measured issues: {e}"))?;
     Ok(format!(
-        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed)",
+        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed{})",
         path.display(),
         checks.join(", "),
         merged.new.len(),
         merged.kept.len(),
         merged.regressed.len(),
-        merged.resolved.len()
+        merged.resolved.len(),
+        if merged.ignored.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} skipped by `# npu: ignore` comments",
+                merged.ignored.len()
+            )
+        }
     ))
 }
 
@@ -275,13 +286,10 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         .lines()
         .nth(usize::try_from(line).ok()?.checked_sub(1)?)?
         .to_owned();
-    // `# npu: ignore[P_TGT] why` on the line (or `ignore-file` in the file) keeps it out, as
-    // it keeps npu-scan's findings out.
-    if scan::suppress::Suppressions::parse_config_text(&text, |_| true)
-        .is_suppressed(f.pattern, line, line)
-    {
-        return None;
-    }
+    // `# npu: ignore[P_TGT] why` on the line (or `ignore-file` in the file) makes it skipped
+    // with the comment's reason, as it does npu-scan's findings: never fixed.
+    let ignored = scan::suppress::Suppressions::parse_config_text(&text, |_| true)
+        .reason(f.pattern, line, line);
     let (category, severity, template) = match scan::rules::get(f.pattern) {
         Some(rule) => (rule.category, rule.severity, rule.fix_template.to_owned()),
         None => (
@@ -319,8 +327,12 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         fix_template: template,
         fix: None,
         fingerprint,
-        status: issue_model::Status::Pending,
-        reason: None,
+        status: if ignored.is_some() {
+            issue_model::Status::Skipped
+        } else {
+            issue_model::Status::Pending
+        },
+        reason: ignored,
         history: Vec::new(),
         measured: Some(Measured {
             check: f.check.to_owned(),

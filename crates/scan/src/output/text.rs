@@ -102,13 +102,33 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
     if let Some(m) = merge {
         let _ = writeln!(
             out,
-            "issues.json: {} new, {} kept, {} regressed, {} resolved by edits{}.",
+            "issues.json: {} new, {} kept, {} regressed, {} resolved by edits{}{}.",
             m.new.len(),
             m.kept.len(),
             m.regressed.len(),
             m.resolved.len(),
+            merge_extras(m),
             written.map_or(String::new(), |p| format!(" ({p})"))
         );
+    }
+    out
+}
+
+/// The rarer outcomes of a merge, when there are any: issues skipped by ignore comments,
+/// pending again, and out of scope (their files not scanned: never counted as resolved).
+fn merge_extras(m: &MergeReport) -> String {
+    let mut out = String::new();
+    for (ids, what) in [
+        (&m.ignored, "skipped by `# npu: ignore` comments"),
+        (&m.reopened, "pending again"),
+        (
+            &m.out_of_scope,
+            "out of scope (files not scanned: not fixed)",
+        ),
+    ] {
+        if !ids.is_empty() {
+            let _ = write!(out, ", {} {what}", ids.len());
+        }
     }
     out
 }
