@@ -71,6 +71,10 @@ fn merge_owned(
         let ignored = (issue.status == Status::Skipped)
             .then(|| issue.reason.clone())
             .flatten();
+        // And a finding outside the scan's scope (`npu-scan --scope`) as out of scope, with why.
+        let outside = (issue.status == Status::OutOfScope)
+            .then(|| issue.reason.clone())
+            .flatten();
         if let Some(before) = at.map(|o| &old[o]) {
             issue.id.clone_from(&before.id);
             issue.reason.clone_from(&before.reason);
@@ -88,6 +92,17 @@ fn merge_owned(
                     issue.reason = Some(why.clone());
                     let entry = (HistoryStatus::Skipped, why.as_str(), now);
                     move_to(issue, Status::Skipped, entry, &mut report.ignored);
+                }
+            } else if let Some(why) = outside {
+                if before.status == Status::Skipped {
+                    report.kept.push(issue.id.clone());
+                } else if before.status == Status::OutOfScope {
+                    issue.reason = Some(why);
+                    report.kept.push(issue.id.clone());
+                } else {
+                    issue.reason = Some(why.clone());
+                    let entry = (HistoryStatus::OutOfScope, why.as_str(), now);
+                    move_to(issue, Status::OutOfScope, entry, &mut report.out_of_scope);
                 }
             } else if before.status == Status::Fixed {
                 let entry = (HistoryStatus::Regressed, wording.regressed, now);
@@ -118,6 +133,10 @@ fn merge_owned(
                 issue.reason = Some(why.clone());
                 let entry = (HistoryStatus::Skipped, why.as_str(), now);
                 move_to(issue, Status::Skipped, entry, &mut report.ignored);
+            } else if let Some(why) = outside {
+                issue.reason = Some(why.clone());
+                let entry = (HistoryStatus::OutOfScope, why.as_str(), now);
+                move_to(issue, Status::OutOfScope, entry, &mut report.out_of_scope);
             }
         }
         taken.insert(issue.id.clone());
@@ -189,7 +208,9 @@ pub fn merge(
 /// `out_of_scope` with that reason, never `fixed`; found again by a later scan, it is pending.
 /// A fresh issue that is `skipped` with a reason (a finding an inline `# npu: ignore` comment
 /// suppresses; the reason starts with [`INLINE_IGNORE`]) is recorded as skipped; an issue so
-/// skipped that a later scan finds without the comment is pending again.
+/// skipped that a later scan finds without the comment is pending again. A fresh issue that is
+/// `out_of_scope` with a reason (outside `npu-scan --scope`) is recorded so, unless it was
+/// skipped; found later in scope, it is pending again.
 pub fn merge_scanned(
     previous: Option<&IssuesFile>,
     mut fresh: IssuesFile,

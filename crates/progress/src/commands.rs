@@ -333,9 +333,13 @@ pub fn check_complete(ctx: &mut Ctx<'_>) -> Result<Exit> {
         )?;
     } else if complete {
         let count = |s: &str| summary.by_status.get(s).copied().unwrap_or(0);
+        let out_of_scope = match count("out_of_scope") {
+            0 => String::new(),
+            n => format!(", {n} out of scope"),
+        };
         writeln!(
             ctx.out,
-            "complete: all {} issues are handled ({} fixed, {} skipped)",
+            "complete: all {} issues are handled ({} fixed, {} skipped{out_of_scope})",
             file.issues.len(),
             count("fixed"),
             count("skipped")

@@ -227,6 +227,7 @@ fn run_entries(
             issues,
             ignored,
             exclude: settings.exclude.clone(),
+            out_of_scope: Vec::new(),
             unparsed,
             warnings,
             stats,

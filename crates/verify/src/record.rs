@@ -302,11 +302,17 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         ),
     };
     let width = u32::try_from(snippet.chars().count()).unwrap_or(u32::MAX);
+    // The fingerprint leaves out an ignore comment on the line, so that adding one keeps the
+    // issue (now skipped) instead of making it a new one and the old one "fixed".
+    let code = snippet
+        .find("# npu:")
+        .or_else(|| snippet.find("#npu:"))
+        .map_or(snippet.as_str(), |at| &snippet[..at]);
     let fingerprint = issue_model::fingerprint(
         &format!("{} measured by {}", f.pattern, f.check),
         &file,
         Some(&f.key),
-        &snippet,
+        code,
         0,
     );
     Some(Issue {

@@ -298,10 +298,13 @@ fn logged_scalars_are_allowed_and_a_per_parameter_sync_is_recorded_in_its_method
     std::fs::write(root.join("train.py"), text).unwrap();
     let (_, _, stderr) = verify_json(&root, &args, &[]);
     assert!(
-        stderr.contains("0 no longer measured: now fixed, 1 skipped by `# npu: ignore` comments"),
+        stderr.contains(
+            "0 new, 0 again, 0 regressed, 0 no longer measured: now fixed, 1 skipped by `# npu: ignore` comments"
+        ),
         "{stderr}"
     );
     let file = issue_model::load(&issues).unwrap();
+    assert_eq!(file.issues.len(), 1, "the same issue: {:#?}", file.issues);
     assert_eq!(
         file.issues[0].status,
         issue_model::Status::Skipped,

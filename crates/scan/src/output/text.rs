@@ -115,16 +115,14 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
 }
 
 /// The rarer outcomes of a merge, when there are any: issues skipped by ignore comments,
-/// pending again, and out of scope (their files not scanned: never counted as resolved).
+/// pending again, and out of scope (files not scanned, or not reached by `--scope`: never
+/// counted as resolved).
 fn merge_extras(m: &MergeReport) -> String {
     let mut out = String::new();
     for (ids, what) in [
         (&m.ignored, "skipped by `# npu: ignore` comments"),
         (&m.reopened, "pending again"),
-        (
-            &m.out_of_scope,
-            "out of scope (files not scanned: not fixed)",
-        ),
+        (&m.out_of_scope, "out of scope (not fixed)"),
     ] {
         if !ids.is_empty() {
             let _ = write!(out, ", {} {what}", ids.len());
