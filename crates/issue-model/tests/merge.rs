@@ -387,3 +387,54 @@ fn an_excluded_file_is_out_of_scope_not_fixed_and_pending_again_when_scanned() {
     let (fifth, _) = merge(Some(&third), scan(vec![kept]), T1);
     assert_eq!(find(&fifth, &id).status, Status::Fixed);
 }
+
+/// The scanner's mark of a finding outside `npu-scan --scope`.
+fn outside(mut issue: Issue) -> Issue {
+    issue.status = Status::OutOfScope;
+    issue.reason =
+        Some("out of scope: not reached by `python train.py` (entry train.py)".to_owned());
+    issue
+}
+
+#[test]
+fn a_finding_outside_the_scope_is_out_of_scope_never_fixed_unless_skipped() {
+    let fixed = issue("P_VEC", "b/model.py", "for x in xs:", 3);
+    let skipped = issue("P_RND", "b/model.py", "torch.rand(3)", 5);
+    let fresh = issue("P_DEV", "b/model.py", "x == \"cuda\"", 7);
+    let (mut first, _) = merge(None, scan(vec![fixed.clone(), skipped.clone()]), T0);
+    first.issues[0].status = Status::Fixed;
+    first.issues[1].status = Status::Skipped;
+    first.issues[1].reason = Some("seeded on purpose".to_owned());
+    let (ids, scoped) = (
+        [first.issues[0].id.clone(), first.issues[1].id.clone()],
+        vec![
+            outside(fixed.clone()),
+            outside(skipped.clone()),
+            outside(fresh.clone()),
+        ],
+    );
+    let (second, report) = merge(Some(&first), scan(scoped), T1);
+    // Found again outside the scope: not fixed (it is still there), not pending.
+    assert_eq!(find(&second, &ids[0]).status, Status::OutOfScope);
+    assert_eq!(
+        find(&second, &ids[0]).history.last().map(|h| h.status),
+        Some(HistoryStatus::OutOfScope)
+    );
+    // A skip is the user's word: kept.
+    assert_eq!(find(&second, &ids[1]).status, Status::Skipped);
+    assert_eq!(
+        find(&second, &ids[1]).reason.as_deref(),
+        Some("seeded on purpose")
+    );
+    // New outside the scope: recorded, out of scope.
+    let new = &report.new[0];
+    assert_eq!(find(&second, new).status, Status::OutOfScope);
+    assert_eq!(report.out_of_scope.len(), 2, "{report:?}");
+    assert!(report.resolved.is_empty() && report.regressed.is_empty());
+    // A scan that reaches them: pending again.
+    let (third, report) = merge(Some(&second), scan(vec![fixed, skipped, fresh]), T1);
+    assert_eq!(find(&third, &ids[0]).status, Status::Pending);
+    assert_eq!(find(&third, new).status, Status::Pending);
+    assert_eq!(find(&third, &ids[1]).status, Status::Skipped);
+    assert_eq!(report.reopened.len(), 2, "{report:?}");
+}
