@@ -472,6 +472,12 @@ fn scope_keeps_the_launch_path_and_fix_touches_only_it() {
     };
     let out = scan(&["--scope", launch]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("2 more findings are out of scope: not reached by `{launch}` (entry train.py): recorded in issues.json as out_of_scope, not counted above.")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("total                   1"), "{stdout}");
     let why = format!("out of scope: not reached by `{launch}` (entry train.py)");
     let statuses = by_file(root);
     assert_eq!(statuses["policies/act/model.py"], (Status::Pending, None));

@@ -99,6 +99,14 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
         "Scanned {} Python files ({} lines), {} config files in {:.2}s; {} unparsed; {} suppressed.",
         s.files, s.lines, s.config_files, s.seconds, s.unparsed, s.suppressed
     );
+    if let Some(first) = result.out_of_scope.first() {
+        let _ = writeln!(
+            out,
+            "{} more findings are {}: recorded in issues.json as out_of_scope, not counted above.",
+            result.out_of_scope.len(),
+            first.reason.as_deref().unwrap_or("out of scope")
+        );
+    }
     if let Some(m) = merge {
         let _ = writeln!(
             out,
