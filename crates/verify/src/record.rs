@@ -411,7 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn scalar_logging_within_the_allowance_and_suppressed_lines_are_not_recorded() {
+    fn scalar_logging_within_the_allowance_is_not_recorded_and_suppressed_lines_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("train.py"),
@@ -429,11 +429,30 @@ mod tests {
             {"site": "train.py:4", "per_step": [1], "kinds": {"_local_scalar_dense": 1.0}},
             {"site": "train.py:6", "per_step": [2], "kinds": {"copy to host": 2.0}}]}));
         let issues = findings(&[&syncs], dir.path(), &[]);
-        let found: Vec<(u32, Option<&str>)> = issues
+        let found: Vec<(u32, Option<&str>, issue_model::Status)> = issues
             .iter()
-            .map(|i| (i.line, i.symbol.as_deref()))
+            .map(|i| (i.line, i.symbol.as_deref(), i.status))
             .collect();
-        assert_eq!(found, [(5, Some("Loop.step"))]);
+        assert_eq!(
+            found,
+            [
+                (5, Some("Loop.step"), issue_model::Status::Pending),
+                (6, Some("Loop.step"), issue_model::Status::Skipped)
+            ]
+        );
+        assert_eq!(
+            issues[1].reason.as_deref(),
+            Some(
+                "ignored inline: the host needs the batch here (`# npu: ignore` comment on line 6)"
+            )
+        );
+        // The comment is not part of the fingerprint: adding it keeps the issue.
+        let bare_dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("train.py")).unwrap();
+        let comment = "  # npu: ignore[P_TGT] the host needs the batch here";
+        std::fs::write(bare_dir.path().join("train.py"), text.replace(comment, "")).unwrap();
+        let bare = findings(&[&syncs], bare_dir.path(), &[]);
+        assert_eq!(bare[1].fingerprint, issues[1].fingerprint);
     }
 
     #[test]
