@@ -19,7 +19,7 @@ pub use ids::{
     anchor_part, anchored_fingerprint, extent, fingerprint, line_part, normalize_snippet,
     same_finding, short_id,
 };
-pub use merge::{MergeReport, merge, merge_measured};
+pub use merge::{MergeReport, merge, merge_measured, merge_scanned};
 pub use schema::*;
 pub use store::{
     Snapshot, load, lock_path, parse, save, snapshot, to_json, update, update_from, write_atomic,

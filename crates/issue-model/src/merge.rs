@@ -1,7 +1,9 @@
 //! Merging a fresh scan into the previous `issues.json`, so progress survives rescans.
 
 use crate::ids::{anchor_part, line_part, short_id};
-use crate::schema::{HistoryEntry, HistoryStatus, Issue, IssuesFile, Status, Summary};
+use crate::schema::{
+    HistoryEntry, HistoryStatus, INLINE_IGNORE, Issue, IssuesFile, Status, Summary,
+};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// What a merge changed, for the scanner to report.
@@ -15,6 +17,14 @@ pub struct MergeReport {
     pub regressed: Vec<String>,
     /// Ids that were pending and are no longer found: now `fixed`, with a `resolved` history entry.
     pub resolved: Vec<String>,
+    /// Ids now `skipped` by an inline `# npu: ignore` comment, with a `skipped` history entry.
+    pub ignored: Vec<String>,
+    /// Ids back to pending: their file is scanned again, or their inline ignore comment is gone
+    /// (a `reopened` history entry).
+    pub reopened: Vec<String>,
+    /// Ids that were pending and whose file this scan did not read (`--exclude`): now
+    /// `out_of_scope`, never `fixed`.
+    pub out_of_scope: Vec<String>,
 }
 
 /// How a merge words the history entries it writes, by who measures the issues it owns.
@@ -29,16 +39,22 @@ struct Wording {
 
 /// Merge `fresh` into the issues of `previous` that `owns` picks: a fresh issue that `pair`
 /// pairs with an owned one keeps its id, reason, status and history (a `fixed` one becomes
-/// pending: `regressed`); an unpaired one is new, with an id nothing in `previous` has; an owned
-/// issue left unpaired that is pending becomes `fixed` (`resolved`). Fresh issues with a
-/// fingerprint already seen are dropped. Returns the merged owned issues (fresh ones first, then
-/// those gone) and the issues `owns` leaves out, as they were.
+/// pending: `regressed`; an `out_of_scope` one, or one skipped by an inline ignore comment that
+/// is gone, becomes pending: `reopened`); an unpaired one is new, with an id nothing in
+/// `previous` has. A fresh issue that is `skipped` with a reason (the scanner's mark of a finding
+/// an inline `# npu: ignore` comment suppresses) is recorded as skipped with that reason. An
+/// owned issue left unpaired that is pending (or out of scope) becomes `out_of_scope` when
+/// `not_scanned` gives a reason (its file was not read), else `fixed` (`resolved`). Fresh issues
+/// with a fingerprint already seen are dropped. Returns the merged owned issues (fresh ones
+/// first, then those gone) and the issues `owns` leaves out, as they were.
+#[allow(clippy::too_many_arguments)]
 fn merge_owned(
     previous: Vec<Issue>,
     owns: impl Fn(&Issue) -> bool,
     mut fresh: Vec<Issue>,
     pair: fn(&[Issue], &[Issue]) -> Vec<Option<usize>>,
     wording: &Wording,
+    not_scanned: &dyn Fn(&Issue) -> Option<String>,
     now: &str,
     report: &mut MergeReport,
 ) -> (Vec<Issue>, Vec<Issue>) {
@@ -50,14 +66,56 @@ fn merge_owned(
     fresh.retain(|i| seen.insert(i.fingerprint.clone()));
     let matched = pair(&old, &fresh);
     for (issue, at) in fresh.iter_mut().zip(&matched) {
+        // The scanner marks a finding an inline ignore comment suppresses as skipped, with the
+        // comment's reason; every other fresh issue is pending.
+        let ignored = (issue.status == Status::Skipped)
+            .then(|| issue.reason.clone())
+            .flatten();
+        // And a finding outside the scan's scope (`npu-scan --scope`) as out of scope, with why.
+        let outside = (issue.status == Status::OutOfScope)
+            .then(|| issue.reason.clone())
+            .flatten();
         if let Some(before) = at.map(|o| &old[o]) {
             issue.id.clone_from(&before.id);
             issue.reason.clone_from(&before.reason);
             issue.history.clone_from(&before.history);
             issue.status = before.status;
-            if before.status == Status::Fixed {
+            let inline_skip = before.status == Status::Skipped
+                && before
+                    .reason
+                    .as_deref()
+                    .is_some_and(|r| r.starts_with(INLINE_IGNORE));
+            if let Some(why) = ignored {
+                if before.status == Status::Skipped && before.reason.as_deref() == Some(&why) {
+                    report.kept.push(issue.id.clone());
+                } else {
+                    issue.reason = Some(why.clone());
+                    let entry = (HistoryStatus::Skipped, why.as_str(), now);
+                    move_to(issue, Status::Skipped, entry, &mut report.ignored);
+                }
+            } else if let Some(why) = outside {
+                if before.status == Status::Skipped {
+                    report.kept.push(issue.id.clone());
+                } else if before.status == Status::OutOfScope {
+                    issue.reason = Some(why);
+                    report.kept.push(issue.id.clone());
+                } else {
+                    issue.reason = Some(why.clone());
+                    let entry = (HistoryStatus::OutOfScope, why.as_str(), now);
+                    move_to(issue, Status::OutOfScope, entry, &mut report.out_of_scope);
+                }
+            } else if before.status == Status::Fixed {
                 let entry = (HistoryStatus::Regressed, wording.regressed, now);
                 move_to(issue, Status::Pending, entry, &mut report.regressed);
+            } else if before.status == Status::OutOfScope || inline_skip {
+                let note = if inline_skip {
+                    "its inline `# npu: ignore` comment is gone"
+                } else {
+                    "its file is scanned again"
+                };
+                issue.reason = None;
+                let entry = (HistoryStatus::Reopened, note, now);
+                move_to(issue, Status::Pending, entry, &mut report.reopened);
             } else {
                 report.kept.push(issue.id.clone());
             }
@@ -71,6 +129,15 @@ fn merge_owned(
                 note: (wording.found)(issue),
             }];
             report.new.push(issue.id.clone());
+            if let Some(why) = ignored {
+                issue.reason = Some(why.clone());
+                let entry = (HistoryStatus::Skipped, why.as_str(), now);
+                move_to(issue, Status::Skipped, entry, &mut report.ignored);
+            } else if let Some(why) = outside {
+                issue.reason = Some(why.clone());
+                let entry = (HistoryStatus::OutOfScope, why.as_str(), now);
+                move_to(issue, Status::OutOfScope, entry, &mut report.out_of_scope);
+            }
         }
         taken.insert(issue.id.clone());
     }
@@ -79,9 +146,23 @@ fn merge_owned(
         if matched_old.contains(&index) {
             continue;
         }
-        if gone.status == Status::Pending {
-            let entry = (HistoryStatus::Resolved, wording.resolved, now);
-            move_to(&mut gone, Status::Fixed, entry, &mut report.resolved);
+        if matches!(gone.status, Status::Pending | Status::OutOfScope) {
+            if let Some(why) = not_scanned(&gone) {
+                if gone.status == Status::Pending {
+                    gone.reason = Some(why.clone());
+                    let entry = (HistoryStatus::OutOfScope, why.as_str(), now);
+                    move_to(
+                        &mut gone,
+                        Status::OutOfScope,
+                        entry,
+                        &mut report.out_of_scope,
+                    );
+                }
+            } else {
+                gone.reason = None;
+                let entry = (HistoryStatus::Resolved, wording.resolved, now);
+                move_to(&mut gone, Status::Fixed, entry, &mut report.resolved);
+            }
         }
         fresh.push(gone);
     }
@@ -116,8 +197,25 @@ fn move_to(
 /// whose short id collides with another gets a longer one.
 pub fn merge(
     previous: Option<&IssuesFile>,
+    fresh: IssuesFile,
+    now: &str,
+) -> (IssuesFile, MergeReport) {
+    merge_scanned(previous, fresh, now, &|_| None)
+}
+
+/// [`merge`], for a scan that did not read every file: a previous pending issue that the scan
+/// did not find and for which `not_scanned` gives a reason (its file was excluded) becomes
+/// `out_of_scope` with that reason, never `fixed`; found again by a later scan, it is pending.
+/// A fresh issue that is `skipped` with a reason (a finding an inline `# npu: ignore` comment
+/// suppresses; the reason starts with [`INLINE_IGNORE`]) is recorded as skipped; an issue so
+/// skipped that a later scan finds without the comment is pending again. A fresh issue that is
+/// `out_of_scope` with a reason (outside `npu-scan --scope`) is recorded so, unless it was
+/// skipped; found later in scope, it is pending again.
+pub fn merge_scanned(
+    previous: Option<&IssuesFile>,
     mut fresh: IssuesFile,
     now: &str,
+    not_scanned: &dyn Fn(&Issue) -> Option<String>,
 ) -> (IssuesFile, MergeReport) {
     let mut report = MergeReport::default();
     let old_issues: Vec<Issue> = previous.map_or_else(Vec::new, |p| p.issues.clone());
@@ -132,6 +230,7 @@ pub fn merge(
             resolved: "no longer found by a rescan",
             found: |_| None,
         },
+        not_scanned,
         now,
         &mut report,
     );
@@ -181,6 +280,7 @@ pub fn merge_measured(
             resolved: "npu-verify no longer measures it",
             found: |i| i.measured.as_ref().map(|m| m.evidence.clone()),
         },
+        &|_| None,
         now,
         &mut report,
     );

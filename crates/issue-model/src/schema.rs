@@ -39,7 +39,7 @@ pub struct Tool {
 #[serde(deny_unknown_fields)]
 pub struct Summary {
     pub total: usize,
-    /// Count per status name (`pending`, `fixed`, `skipped`).
+    /// Count per status name (`pending`, `fixed`, `skipped`, `out_of_scope`).
     pub by_status: BTreeMap<String, usize>,
     /// Count per pattern id, then per status name.
     pub by_pattern: BTreeMap<String, BTreeMap<String, usize>>,
@@ -71,8 +71,18 @@ pub enum Severity {
 pub enum Status {
     Pending,
     Fixed,
+    /// Not to be fixed, with a reason: `npu-progress --skip`, `--fixed --force`, or an inline
+    /// `# npu: ignore[RULE] <why>` comment (reason prefixed [`INLINE_IGNORE`]).
     Skipped,
+    /// Its file was not scanned by the last scan (`--exclude`): neither pending nor fixed. A scan
+    /// that reads the file again makes it pending again (or fixed, when it is gone).
+    #[serde(rename = "out_of_scope")]
+    OutOfScope,
 }
+
+/// The start of the reason of an issue skipped by an inline `# npu: ignore` comment; a rescan
+/// that no longer sees the comment makes such an issue pending again.
+pub const INLINE_IGNORE: &str = "ignored inline:";
 
 /// What a history entry records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -90,6 +100,9 @@ pub enum HistoryStatus {
     Regressed,
     /// A pending issue that a rescan no longer finds: the code was changed.
     Resolved,
+    /// A scan did not read its file (`--exclude`): out of scope, neither pending nor fixed.
+    #[serde(rename = "out_of_scope")]
+    OutOfScope,
 }
 
 /// One finding, and its progress through the fix workflow.
@@ -236,13 +249,19 @@ pub struct Unparsed {
 
 impl Status {
     /// Every status.
-    pub const ALL: [Status; 3] = [Status::Pending, Status::Fixed, Status::Skipped];
+    pub const ALL: [Status; 4] = [
+        Status::Pending,
+        Status::Fixed,
+        Status::Skipped,
+        Status::OutOfScope,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
             Status::Pending => "pending",
             Status::Fixed => "fixed",
             Status::Skipped => "skipped",
+            Status::OutOfScope => "out_of_scope",
         }
     }
 }
@@ -301,7 +320,7 @@ impl fmt::Display for Category {
 
 impl HistoryStatus {
     /// Every kind of history entry.
-    pub const ALL: [HistoryStatus; 7] = [
+    pub const ALL: [HistoryStatus; 8] = [
         HistoryStatus::Found,
         HistoryStatus::Shown,
         HistoryStatus::Fixed,
@@ -309,6 +328,7 @@ impl HistoryStatus {
         HistoryStatus::Reopened,
         HistoryStatus::Regressed,
         HistoryStatus::Resolved,
+        HistoryStatus::OutOfScope,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -320,6 +340,7 @@ impl HistoryStatus {
             HistoryStatus::Reopened => "reopened",
             HistoryStatus::Regressed => "regressed",
             HistoryStatus::Resolved => "resolved",
+            HistoryStatus::OutOfScope => "out_of_scope",
         }
     }
 }

@@ -24,7 +24,7 @@ pub fn time_spent(history: &[HistoryEntry]) -> Option<SignedDuration> {
                     total = Some(total.unwrap_or(SignedDuration::ZERO) + spent);
                 }
             }
-            HistoryStatus::Found | HistoryStatus::Resolved => {}
+            HistoryStatus::Found | HistoryStatus::Resolved | HistoryStatus::OutOfScope => {}
         }
     }
     total

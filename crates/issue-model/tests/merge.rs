@@ -261,3 +261,180 @@ fn fixing_one_of_two_equal_findings_resolves_that_one() {
     assert_eq!(find(&second, &a_id).status, Status::Fixed);
     assert_eq!(find(&second, &b_id).status, Status::Pending);
 }
+
+/// The scanner's mark of a finding an inline `# npu: ignore` comment suppresses.
+fn ignored(mut issue: Issue, why: &str) -> Issue {
+    issue.status = Status::Skipped;
+    issue.reason = Some(format!("{} {why}", issue_model::INLINE_IGNORE));
+    issue
+}
+
+#[test]
+fn an_inline_ignore_is_skipped_with_its_reason_never_fixed_and_survives_rescans() {
+    let a = issue("P_VEC", "a.py", "for x in xs:", 3);
+    let (first, _) = merge(None, scan(vec![a.clone()]), T0);
+    let id = first.issues[0].id.clone();
+    // The comment is added: the rescan sees the finding suppressed, not gone.
+    let (second, report) = merge(
+        Some(&first),
+        scan(vec![ignored(a.clone(), "runs once")]),
+        T1,
+    );
+    let it = find(&second, &id);
+    assert_eq!(it.status, Status::Skipped, "{it:?}");
+    assert_eq!(
+        it.reason.as_deref(),
+        Some("ignored inline: runs once"),
+        "the comment's reason is recorded"
+    );
+    assert_eq!(report.ignored, vec![id.clone()]);
+    assert!(report.resolved.is_empty(), "an ignore comment is not a fix");
+    assert_eq!(
+        it.history.last().map(|h| h.status),
+        Some(HistoryStatus::Skipped)
+    );
+    // Rescanned with the comment still there: nothing changes.
+    let (third, report) = merge(
+        Some(&second),
+        scan(vec![ignored(a.clone(), "runs once")]),
+        T1,
+    );
+    assert_eq!(find(&third, &id), find(&second, &id));
+    assert_eq!(report.kept, vec![id.clone()]);
+    // The comment is removed: pending again.
+    let (fourth, report) = merge(Some(&third), scan(vec![a]), T1);
+    let it = find(&fourth, &id);
+    assert_eq!(it.status, Status::Pending);
+    assert_eq!(it.reason, None);
+    assert_eq!(
+        it.history.last().map(|h| h.status),
+        Some(HistoryStatus::Reopened)
+    );
+    assert_eq!(report.reopened, vec![id]);
+}
+
+#[test]
+fn a_new_finding_under_an_ignore_comment_is_recorded_skipped() {
+    let a = ignored(issue("P_VEC", "a.py", "for x in xs:", 3), "runs once");
+    let (file, report) = merge(None, scan(vec![a]), T0);
+    let it = &file.issues[0];
+    assert_eq!(it.status, Status::Skipped);
+    let kinds: Vec<_> = it.history.iter().map(|h| h.status).collect();
+    assert_eq!(kinds, [HistoryStatus::Found, HistoryStatus::Skipped]);
+    assert_eq!(report.new, report.ignored);
+    assert_eq!(file.summary.by_status["skipped"], 1);
+    let text = issue_model::to_json(&file);
+    let back = issue_model::parse(std::path::Path::new("issues.json"), text.as_bytes());
+    assert!(back.is_ok(), "{back:?}");
+}
+
+#[test]
+fn a_user_skip_is_not_undone_by_a_rescan_without_a_comment() {
+    let a = issue("P_RND", "a.py", "torch.manual_seed(0)", 3);
+    let (mut file, _) = merge(None, scan(vec![a.clone()]), T0);
+    file.issues[0].status = Status::Skipped;
+    file.issues[0].reason = Some("seeded on purpose".to_owned());
+    let (again, _) = merge(Some(&file), scan(vec![a]), T1);
+    assert_eq!(again.issues[0].status, Status::Skipped);
+    assert_eq!(again.issues[0].reason.as_deref(), Some("seeded on purpose"));
+}
+
+#[test]
+fn an_excluded_file_is_out_of_scope_not_fixed_and_pending_again_when_scanned() {
+    let kept = issue("P_VEC", "train.py", "for x in xs:", 3);
+    let other = issue("P_VEC", "policies/b/model.py", "for y in ys:", 9);
+    let (first, _) = merge(None, scan(vec![kept.clone(), other.clone()]), T0);
+    let id = first
+        .issues
+        .iter()
+        .find(|i| i.file == "policies/b/model.py")
+        .map(|i| i.id.clone())
+        .unwrap_or_default();
+    let not_scanned = |i: &Issue| {
+        i.file
+            .starts_with("policies/b/")
+            .then(|| "not scanned: excluded by --exclude `policies/b`".to_owned())
+    };
+    // Rescanned with the policy excluded: not found, but not fixed either.
+    let (second, report) =
+        issue_model::merge_scanned(Some(&first), scan(vec![kept.clone()]), T1, &not_scanned);
+    let it = find(&second, &id);
+    assert_eq!(it.status, Status::OutOfScope, "{it:?}");
+    assert_eq!(
+        it.reason.as_deref(),
+        Some("not scanned: excluded by --exclude `policies/b`")
+    );
+    assert!(report.resolved.is_empty(), "{report:?}");
+    assert_eq!(report.out_of_scope, vec![id.clone()]);
+    assert_eq!(second.summary.by_status.get("fixed"), None);
+    assert_eq!(second.summary.by_status["out_of_scope"], 1);
+    let text = issue_model::to_json(&second);
+    assert!(text.contains("\"status\": \"out_of_scope\""), "{text}");
+    let back = issue_model::parse(std::path::Path::new("issues.json"), text.as_bytes());
+    assert_eq!(back.ok().as_ref(), Some(&second), "out_of_scope reads back");
+    // Excluded again: unchanged.
+    let (third, report) =
+        issue_model::merge_scanned(Some(&second), scan(vec![kept.clone()]), T1, &not_scanned);
+    assert_eq!(find(&third, &id), find(&second, &id));
+    assert!(report.out_of_scope.is_empty() && report.resolved.is_empty());
+    // Scanned again without the exclude: pending again.
+    let (fourth, report) = merge(Some(&third), scan(vec![kept.clone(), other]), T1);
+    let it = find(&fourth, &id);
+    assert_eq!(it.status, Status::Pending);
+    assert_eq!(it.reason, None);
+    assert_eq!(report.reopened, vec![id.clone()]);
+    // Out of scope, then scanned and gone: the rescan checked it, so it is fixed.
+    let (fifth, _) = merge(Some(&third), scan(vec![kept]), T1);
+    assert_eq!(find(&fifth, &id).status, Status::Fixed);
+}
+
+/// The scanner's mark of a finding outside `npu-scan --scope`.
+fn outside(mut issue: Issue) -> Issue {
+    issue.status = Status::OutOfScope;
+    issue.reason =
+        Some("out of scope: not reached by `python train.py` (entry train.py)".to_owned());
+    issue
+}
+
+#[test]
+fn a_finding_outside_the_scope_is_out_of_scope_never_fixed_unless_skipped() {
+    let fixed = issue("P_VEC", "b/model.py", "for x in xs:", 3);
+    let skipped = issue("P_RND", "b/model.py", "torch.rand(3)", 5);
+    let fresh = issue("P_DEV", "b/model.py", "x == \"cuda\"", 7);
+    let (mut first, _) = merge(None, scan(vec![fixed.clone(), skipped.clone()]), T0);
+    first.issues[0].status = Status::Fixed;
+    first.issues[1].status = Status::Skipped;
+    first.issues[1].reason = Some("seeded on purpose".to_owned());
+    let (ids, scoped) = (
+        [first.issues[0].id.clone(), first.issues[1].id.clone()],
+        vec![
+            outside(fixed.clone()),
+            outside(skipped.clone()),
+            outside(fresh.clone()),
+        ],
+    );
+    let (second, report) = merge(Some(&first), scan(scoped), T1);
+    // Found again outside the scope: not fixed (it is still there), not pending.
+    assert_eq!(find(&second, &ids[0]).status, Status::OutOfScope);
+    assert_eq!(
+        find(&second, &ids[0]).history.last().map(|h| h.status),
+        Some(HistoryStatus::OutOfScope)
+    );
+    // A skip is the user's word: kept.
+    assert_eq!(find(&second, &ids[1]).status, Status::Skipped);
+    assert_eq!(
+        find(&second, &ids[1]).reason.as_deref(),
+        Some("seeded on purpose")
+    );
+    // New outside the scope: recorded, out of scope.
+    let new = &report.new[0];
+    assert_eq!(find(&second, new).status, Status::OutOfScope);
+    assert_eq!(report.out_of_scope.len(), 2, "{report:?}");
+    assert!(report.resolved.is_empty() && report.regressed.is_empty());
+    // A scan that reaches them: pending again.
+    let (third, report) = merge(Some(&second), scan(vec![fixed, skipped, fresh]), T1);
+    assert_eq!(find(&third, &ids[0]).status, Status::Pending);
+    assert_eq!(find(&third, new).status, Status::Pending);
+    assert_eq!(find(&third, &ids[1]).status, Status::Skipped);
+    assert_eq!(report.reopened.len(), 2, "{report:?}");
+}

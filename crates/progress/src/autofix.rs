@@ -129,7 +129,7 @@ pub fn fix(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
         ctx.out.write_all(&outcome.diff)?;
     }
     match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
-        Recheck::Gone | Recheck::Unchecked(_) => {}
+        Recheck::Gone | Recheck::Unchecked(_) | Recheck::Ignored(_) => {}
         Recheck::Present { .. } => {
             let message = format!(
                 "{id}: the fix was applied ({}), but the scanner still finds the issue; finish it by hand as {} describes",

@@ -72,7 +72,8 @@ pub struct Args {
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
 
-    /// With --fixed: accept the fix even if the scanner still finds the issue.
+    /// With --fixed: the scanner is wrong here; record the issue as skipped (with --reason, or a
+    /// note saying none was given), not fixed, without re-checking it. A rescan keeps it skipped.
     #[arg(long)]
     pub force: bool,
 
@@ -130,6 +131,9 @@ pub enum StatusArg {
     Pending,
     Fixed,
     Skipped,
+    /// Not scanned by the last scan (`--exclude`): neither pending nor fixed.
+    #[value(name = "out_of_scope")]
+    OutOfScope,
 }
 
 impl StatusArg {
@@ -138,6 +142,7 @@ impl StatusArg {
             StatusArg::Pending => issue_model::Status::Pending,
             StatusArg::Fixed => issue_model::Status::Fixed,
             StatusArg::Skipped => issue_model::Status::Skipped,
+            StatusArg::OutOfScope => issue_model::Status::OutOfScope,
         }
     }
 }

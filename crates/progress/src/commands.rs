@@ -333,9 +333,13 @@ pub fn check_complete(ctx: &mut Ctx<'_>) -> Result<Exit> {
         )?;
     } else if complete {
         let count = |s: &str| summary.by_status.get(s).copied().unwrap_or(0);
+        let out_of_scope = match count("out_of_scope") {
+            0 => String::new(),
+            n => format!(", {n} out of scope"),
+        };
         writeln!(
             ctx.out,
-            "complete: all {} issues are handled ({} fixed, {} skipped)",
+            "complete: all {} issues are handled ({} fixed, {} skipped{out_of_scope})",
             file.issues.len(),
             count("fixed"),
             count("skipped")
@@ -400,8 +404,12 @@ pub fn summary(ctx: &mut Ctx<'_>) -> Result<Exit> {
         )?;
         return Ok(Exit::Ok);
     }
-    let statuses = Status::ALL;
     let count = |m: &BTreeMap<String, usize>, s: Status| m.get(s.as_str()).copied().unwrap_or(0);
+    // The out-of-scope column only when a scan left files out.
+    let statuses: Vec<Status> = Status::ALL
+        .into_iter()
+        .filter(|&s| s != Status::OutOfScope || count(&summary.by_status, s) > 0)
+        .collect();
     let mut header = vec!["pattern".to_owned()];
     header.extend(statuses.iter().map(|s| s.as_str().to_owned()));
     header.push("total".to_owned());

@@ -35,30 +35,56 @@ pub(crate) struct Change {
     pub note: Option<String>,
 }
 
+/// The start of the reason of an issue `--fixed --force` marked: skipped, not fixed.
+pub(crate) const FORCED: &str = "--fixed --force (not re-checked):";
+
 pub fn fixed(ctx: &mut Ctx<'_>, typed: &str) -> Result<Exit> {
-    let mut note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
-    let mut seen = None;
+    let note = ctx.args.reason.clone().filter(|r| !r.trim().is_empty());
     if ctx.args.force {
-        let forced = "marked fixed with --force";
-        note = Some(note.map_or_else(|| forced.to_owned(), |n| format!("{n} ({forced})")));
-    } else {
-        let snapshot = crate::snapshot(ctx.path)?;
-        let file = &snapshot.file;
-        let issue = &file.issues[find(file, ctx.path, typed)?];
-        if issue.status != Status::Fixed {
-            match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
-                Recheck::Gone => {}
-                Recheck::Unchecked(why) => ctx.warn(&format!(
-                    "cannot re-check {}: {why}; marking it fixed anyway",
-                    issue.id
-                ))?,
-                Recheck::Present { root, found } => {
-                    return still_there(ctx, issue, &root, &found);
-                }
+        // Nothing checked the fix: the issue is skipped with the user's word for it, which a
+        // rescan keeps (a rescan makes a `fixed` issue it finds again pending).
+        let why = note.as_deref().map_or_else(
+            || format!("{FORCED} the scanner is wrong here (no --reason given)"),
+            |n| format!("{FORCED} {}", n.trim()),
+        );
+        let marked = apply(ctx.path, None, typed, Status::Skipped, |_| {
+            Ok(Change {
+                status: Status::Skipped,
+                reason: Some(why.clone()),
+                history: HistoryStatus::Skipped,
+                note: Some(why),
+            })
+        })?;
+        return report(ctx, &marked);
+    }
+    let snapshot = crate::snapshot(ctx.path)?;
+    let file = &snapshot.file;
+    let issue = &file.issues[find(file, ctx.path, typed)?];
+    if issue.status != Status::Fixed {
+        match recheck::recheck(&file.root, &file.issues, ctx.path, issue) {
+            Recheck::Gone => {}
+            Recheck::Unchecked(why) => ctx.warn(&format!(
+                "cannot re-check {}: {why}; marking it fixed anyway",
+                issue.id
+            ))?,
+            Recheck::Present { root, found } => {
+                return still_there(ctx, issue, &root, &found);
+            }
+            Recheck::Ignored(why) => {
+                // A suppression is recorded as what it is.
+                let marked = apply(ctx.path, Some(snapshot), typed, Status::Skipped, |_| {
+                    Ok(Change {
+                        status: Status::Skipped,
+                        reason: Some(why.clone()),
+                        history: HistoryStatus::Skipped,
+                        note: Some(why),
+                    })
+                })?;
+                return report(ctx, &marked);
             }
         }
-        seen = Some(snapshot);
     }
+    let seen = Some(snapshot);
     let marked = apply(ctx.path, seen, typed, Status::Fixed, |_| {
         Ok(Change {
             status: Status::Fixed,
@@ -250,7 +276,7 @@ fn still_there(ctx: &mut Ctx<'_>, issue: &Issue, root: &str, found: &[Issue]) ->
     }
     let _ = writeln!(
         text,
-        "fix it as {} describes, then run --fixed again; if the scanner is wrong here:\n  {} --fixed {} --force",
+        "fix it as {} describes, then run --fixed again; if the scanner is wrong here (recorded as skipped, with your reason):\n  {} --fixed {} --force --reason '<why>'",
         issue.fix_template,
         ctx.command(),
         issue.id

@@ -14,6 +14,8 @@ pub enum Recheck {
     Present { root: String, found: Vec<Issue> },
     /// The re-check could not run; the reason.
     Unchecked(String),
+    /// An inline `# npu: ignore` comment suppresses it now: not fixed, skipped with this reason.
+    Ignored(String),
 }
 
 /// Scan `issue`'s file again.
@@ -65,6 +67,10 @@ pub fn recheck(root: &str, others: &[Issue], issues_json: &Path, issue: &Issue) 
     };
     let mut found: Vec<Issue> = result.issues.into_iter().filter(|i| same(i)).collect();
     if found.is_empty() {
+        // Still there, but under an ignore comment: a suppression, not a fix.
+        if let Some(ignored) = result.ignored.into_iter().find(|i| same(i)) {
+            return Recheck::Ignored(ignored.reason.unwrap_or_default());
+        }
         return Recheck::Gone;
     }
     let others_open = others
@@ -127,6 +133,15 @@ fn remeasure(
                     root: root.display().to_string(),
                     found: vec![again],
                 },
+                Some(again)
+                    if again.status == Status::Skipped
+                        && again
+                            .reason
+                            .as_deref()
+                            .is_some_and(|r| r.starts_with(issue_model::INLINE_IGNORE)) =>
+                {
+                    Recheck::Ignored(again.reason.unwrap_or_default())
+                }
                 Some(_) => Recheck::Gone,
                 None => Recheck::Unchecked("the measurement lost the issue".to_owned()),
             },

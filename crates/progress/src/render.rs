@@ -54,6 +54,7 @@ fn status_code(status: Status) -> &'static str {
         Status::Pending => "33",
         Status::Fixed => "32",
         Status::Skipped => "36",
+        Status::OutOfScope => "2",
     }
 }
 

@@ -557,3 +557,31 @@ fn hints_name_the_command_the_bundle_launcher_was_run_as() {
     );
     assert!(!out.contains("npu-progress issues.json"), "{out}");
 }
+
+#[test]
+fn out_of_scope_issues_do_not_block_check_complete_and_are_listed_apart() {
+    let mut fixed = issue("RND-000001", "P_RND", Severity::Error, "train.py", 1);
+    fixed.status = Status::Fixed;
+    let mut outside = issue("VEC-000002", "P_VEC", Severity::Warning, "policies/b.py", 3);
+    outside.performance = true;
+    outside.status = Status::OutOfScope;
+    outside.reason =
+        Some("out of scope: not reached by `python train.py` (entry train.py)".to_owned());
+    let f = Fixture::new(vec![fixed, outside]);
+    let (code, out, err) = f.run(&["--check-complete"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "complete: all 2 issues are handled (1 fixed, 0 skipped, 1 out of scope)\n"
+    );
+    let (code, out, err) = f.run(&["--list", "--status", "out_of_scope"]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, "VEC-000002");
+    assert!(!out.contains("RND-000001"), "{out}");
+    let (code, out, _) = f.run(&["--next"]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("VEC-000002"), "not pending: {out}");
+    let (code, out, err) = f.run(&["--summary"]);
+    assert_eq!(code, 0, "{err}");
+    assert_contains(&out, "out_of_scope");
+}

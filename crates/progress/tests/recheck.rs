@@ -78,20 +78,33 @@ fn a_fix_the_scanner_still_finds_is_refused_unless_forced() {
     let (code, _, _) = f.run(&["issues.json", "--fixed", &ids[1]]);
     assert_eq!(code, 1);
 
-    // Forced: accepted, and the history says so.
-    let (code, out, err) = f.run(&["issues.json", "--fixed", &ids[1], "--force"]);
+    // Forced: recorded as skipped with the reason, never as fixed.
+    let (code, out, err) = f.run(&[
+        "issues.json",
+        "--fixed",
+        &ids[1],
+        "--force",
+        "--reason",
+        "the launcher overrides gpus",
+    ]);
     assert_eq!(code, 0, "{out}{err}");
+    assert_contains(&out, &format!("{}: marked skipped", ids[1]));
     let forced = f.issue(&ids[1]);
-    assert_eq!(forced.status, Status::Fixed);
+    assert_eq!(forced.status, Status::Skipped);
     assert_eq!(
-        forced.history.last().and_then(|h| h.note.as_deref()),
-        Some("marked fixed with --force")
+        forced.reason.as_deref(),
+        Some("--fixed --force (not re-checked): the launcher overrides gpus")
+    );
+    assert_eq!(
+        forced.history.last().map(|h| h.status),
+        Some(issue_model::HistoryStatus::Skipped)
     );
 
-    // A rescan finds the forced one again: one issue is pending again, as a regression, at
-    // the line that is still wrong. (Identical findings are told apart by their order, so the
-    // id it comes back under is the first one's.)
+    // A rescan keeps the forced one skipped. (Identical findings are told apart by their
+    // order: the line still wrong now has the first one's fingerprint, so it comes back as a
+    // regression of the first one, the one marked fixed.)
     scan(&f);
+    assert_eq!(f.issue(&ids[1]).status, Status::Skipped);
     let pending: Vec<_> = f
         .load()
         .issues
@@ -99,11 +112,69 @@ fn a_fix_the_scanner_still_finds_is_refused_unless_forced() {
         .filter(|i| i.pattern == "P_LTM" && i.status == Status::Pending)
         .collect();
     assert_eq!(pending.len(), 1, "{pending:?}");
-    assert_eq!(pending[0].line, 7);
+    assert_eq!(pending[0].id, ids[0]);
     assert_eq!(
         pending[0].history.last().map(|h| h.status),
         Some(issue_model::HistoryStatus::Regressed)
     );
+}
+
+#[test]
+fn fixed_after_an_ignore_comment_records_a_skip_not_a_fix() {
+    let f = Fixture::empty();
+    let code =
+        "from pytorch_lightning import Trainer\n\ndef main():\n    trainer = Trainer(gpus=1)\n";
+    f.write("proj/train_lib.py", code);
+    let ids = scan(&f);
+    assert_eq!(ids.len(), 1);
+    f.write(
+        "proj/train_lib.py",
+        &code.replace(
+            "Trainer(gpus=1)",
+            "Trainer(gpus=1)  # npu: ignore[P_LTM] the launcher passes --accelerator npu",
+        ),
+    );
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &ids[0]]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_contains(&out, &format!("{}: marked skipped", ids[0]));
+    let it = f.issue(&ids[0]);
+    assert_eq!(it.status, Status::Skipped);
+    assert_eq!(
+        it.reason.as_deref(),
+        Some(
+            "ignored inline: the launcher passes --accelerator npu (`# npu: ignore` comment on line 4)"
+        )
+    );
+    // The rescan agrees.
+    scan(&f);
+    assert_eq!(f.issue(&ids[0]).status, Status::Skipped);
+}
+
+#[test]
+fn a_forced_mark_is_skipped_and_survives_rescans() {
+    let f = Fixture::empty();
+    f.write(
+        "proj/train_lib.py",
+        "from pytorch_lightning import Trainer\n\ndef main():\n    trainer = Trainer(gpus=1)\n",
+    );
+    let ids = scan(&f);
+    assert_eq!(ids.len(), 1);
+    let (code, out, err) = f.run(&["issues.json", "--fixed", &ids[0], "--force"]);
+    assert_eq!(code, 0, "{out}{err}");
+    let forced = f.issue(&ids[0]);
+    assert_eq!(forced.status, Status::Skipped);
+    assert_eq!(
+        forced.reason.as_deref(),
+        Some("--fixed --force (not re-checked): the scanner is wrong here (no --reason given)")
+    );
+    for _ in 0..2 {
+        scan(&f);
+        let again = f.issue(&ids[0]);
+        assert_eq!(again.status, Status::Skipped, "{again:?}");
+        assert_eq!(again.reason, forced.reason);
+    }
+    let (code, out, _) = f.run(&["issues.json", "--check-complete"]);
+    assert_eq!(code, 0, "{out}");
 }
 
 #[test]

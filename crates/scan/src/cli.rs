@@ -75,6 +75,11 @@ pub struct Cli {
     /// Skip files and directories matching this glob (relative path or name; repeatable).
     #[arg(long, value_name = "GLOB")]
     pub exclude: Vec<String>,
+    /// The port's scope: a launch command (`'python train.py --policy act'`). Only findings in
+    /// the files its entry reaches through imports are issues (and fixed by --fix); the others
+    /// are recorded as out of scope. Give it on every rescan.
+    #[arg(long, value_name = "LAUNCH")]
+    pub scope: Option<String>,
     /// Apply the safe automatic fixes, rescan, and record the fixed issues in issues.json.
     #[arg(long)]
     pub fix: bool,
@@ -180,6 +185,7 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             .collect(),
         exclude: cli.exclude.clone(),
         threads: cli.threads,
+        scope: cli.scope.clone(),
         ..Settings::default()
     };
     if let Some(bar) = &progress {

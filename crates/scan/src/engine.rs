@@ -203,20 +203,31 @@ fn run_entries(
     let project = Project::new(facts, cuda_sources, config_files);
     findings.extend(visit::check_project(&project, rules));
 
-    let before = findings.len();
-    findings.retain(|f| {
-        suppressions
-            .get(&f.file)
-            .is_none_or(|s| !s.is_suppressed(f.rule, f.line, f.end_line))
-    });
-    stats.suppressed = before - findings.len();
+    // Fingerprints are made with the suppressed findings among the others, so that adding or
+    // removing an ignore comment does not renumber a finding.
+    let (ignored, issues): (Vec<Issue>, Vec<Issue>) = to_issues(findings)
+        .into_iter()
+        .map(|mut issue| {
+            let why = suppressions
+                .get(&issue.file)
+                .and_then(|s| s.reason(&issue.pattern, issue.line, issue.end_line));
+            if let Some(why) = why {
+                issue.status = Status::Skipped;
+                issue.reason = Some(why);
+            }
+            issue
+        })
+        .partition(|issue| issue.status == Status::Skipped);
+    stats.suppressed = ignored.len();
     stats.unparsed = unparsed.len();
     stats.seconds = started.elapsed().as_secs_f64();
 
-    let issues = to_issues(findings);
     Ok((
         ScanResult {
             issues,
+            ignored,
+            exclude: settings.exclude.clone(),
+            out_of_scope: Vec::new(),
             unparsed,
             warnings,
             stats,

@@ -59,6 +59,21 @@ pub fn exclude_set(patterns: &[String]) -> Result<GlobSet, globset::Error> {
     builder.build()
 }
 
+/// Whether the walk skips the relative `/` path `rel` for `excludes`: the path, a directory
+/// above it, or the name of one of them matches.
+pub fn is_excluded(excludes: &GlobSet, rel: &str) -> bool {
+    if excludes.is_empty() {
+        return false;
+    }
+    let mut end = 0;
+    rel.split('/').any(|part| {
+        end += part.len();
+        let prefix = &rel[..end];
+        end += 1;
+        excludes.is_match(prefix) || excludes.is_match(part)
+    })
+}
+
 fn kind_of(name: &str) -> Option<FileKind> {
     // Our own output, when it is written into the scanned tree (`--output .` at the root).
     if name == "issues.json" {
@@ -190,6 +205,16 @@ fn walk_error_message(root: &Path, err: &ignore::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn is_excluded_matches_the_path_a_directory_above_or_a_name() {
+        let set = exclude_set(&["third_party".to_owned(), "policies/b/**".to_owned()]).unwrap();
+        assert!(is_excluded(&set, "third_party/x.py"));
+        assert!(is_excluded(&set, "src/third_party/y.py"));
+        assert!(is_excluded(&set, "policies/b/model.py"));
+        assert!(!is_excluded(&set, "policies/a/model.py"));
+        assert!(!is_excluded(&exclude_set(&[]).unwrap(), "a.py"));
+    }
 
     #[test]
     fn skips_vendored_dirs_and_excludes_and_sorts() {

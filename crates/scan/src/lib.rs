@@ -45,6 +45,7 @@ mod parallel;
 pub mod project;
 pub mod remap;
 pub mod rules;
+pub mod scope;
 pub mod semantic;
 pub mod source;
 pub mod suppress;
@@ -95,6 +96,8 @@ pub enum Error {
         "`{file}` is not a relative `/` path under the project root of a file the scanner reads (.py, .yaml, .yml, .json, .toml, .cu, .cuh)"
     )]
     NotScannable { file: String },
+    #[error("--scope `{launch}`: {why}")]
+    Scope { launch: String, why: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -118,6 +121,9 @@ pub struct Settings {
     pub max_file_size: u64,
     /// Progress callback (the CLI draws a bar with it).
     pub progress: Option<ProgressFn>,
+    /// `--scope`: a launch command; only the findings in the files its entry reaches through
+    /// imports are issues, the others are out of scope ([`scope::Scope`]).
+    pub scope: Option<String>,
 }
 
 impl Default for Settings {
@@ -129,6 +135,7 @@ impl Default for Settings {
             threads: 0,
             max_file_size: DEFAULT_MAX_FILE_SIZE,
             progress: None,
+            scope: None,
         }
     }
 }
@@ -141,6 +148,7 @@ impl std::fmt::Debug for Settings {
             .field("exclude", &self.exclude)
             .field("threads", &self.threads)
             .field("max_file_size", &self.max_file_size)
+            .field("scope", &self.scope)
             .finish_non_exhaustive()
     }
 }
@@ -185,6 +193,16 @@ pub struct Stats {
 #[derive(Debug, Clone, Default)]
 pub struct ScanResult {
     pub issues: Vec<Issue>,
+    /// Findings an inline `# npu: ignore` comment suppresses: `skipped`, with the comment's
+    /// reason (see [`suppress::Suppressions::reason`]); recorded in `issues.json` as skipped,
+    /// never reported as findings.
+    pub ignored: Vec<Issue>,
+    /// The `--exclude` patterns of the scan: the previous issues of files they skip are not
+    /// resolved by it (`out_of_scope` in `issues.json`).
+    pub exclude: Vec<String>,
+    /// Findings outside `--scope`: `out_of_scope`, with the reason; recorded in `issues.json`
+    /// so, never reported as findings nor fixed by `--fix`.
+    pub out_of_scope: Vec<Issue>,
     pub unparsed: Vec<Unparsed>,
     pub warnings: Vec<String>,
     pub stats: Stats,
@@ -193,7 +211,26 @@ pub struct ScanResult {
 /// Scan the project at `root` (a directory, or a single file).
 pub fn scan(root: &Path, settings: &Settings) -> Result<ScanResult> {
     let rules = engine::enabled_rules(settings)?;
-    engine::run(root, settings, &rules).map(|(result, _)| result)
+    let (mut result, project) = engine::run(root, settings, &rules)?;
+    if let Some(launch) = &settings.scope {
+        let scope = scope::Scope::of(&project, launch, &root.to_string_lossy()).map_err(|why| {
+            Error::Scope {
+                launch: launch.clone(),
+                why,
+            }
+        })?;
+        let (kept, mut outside): (Vec<Issue>, Vec<Issue>) = std::mem::take(&mut result.issues)
+            .into_iter()
+            .partition(|i| scope.contains(&i.file));
+        let why = scope.reason();
+        for issue in &mut outside {
+            issue.status = issue_model::Status::OutOfScope;
+            issue.reason = Some(why.clone());
+        }
+        result.issues = kept;
+        result.out_of_scope = outside;
+    }
+    Ok(result)
 }
 
 /// Scan the project at `root` but keep only the issues and unparsed entries of `files`
@@ -287,18 +324,44 @@ fn write_merged(
         root: root_as_given.to_owned(),
         scanned_at: now.clone(),
         summary: issue_model::Summary::default(),
-        issues: result.issues.clone(),
+        issues: result
+            .issues
+            .iter()
+            .chain(&result.ignored)
+            .chain(&result.out_of_scope)
+            .cloned()
+            .collect(),
         unparsed: result.unparsed.clone(),
     };
+    let mut excludes = Vec::new();
+    for result in results {
+        let set = files::exclude_set(&result.exclude).map_err(|source| Error::Exclude {
+            pattern: result.exclude.join(", "),
+            source,
+        })?;
+        excludes.push(set);
+    }
     let report = issue_model::update(&path, |previous| {
         let mut merged = previous;
         let mut report = MergeReport::default();
-        for result in results {
-            let (file, r) = issue_model::merge(merged.as_ref(), fresh(result), &now);
+        for (result, excludes) in results.iter().zip(&excludes) {
+            let not_scanned = |issue: &Issue| {
+                files::is_excluded(excludes, &issue.file).then(|| {
+                    let patterns: Vec<String> =
+                        result.exclude.iter().map(|p| format!("`{p}`")).collect();
+                    format!("not scanned: excluded by --exclude {}", patterns.join(", "))
+                })
+            };
+            let (file, r) =
+                issue_model::merge_scanned(merged.as_ref(), fresh(result), &now, &not_scanned);
             merged = Some(file);
-            // New and regressed issues of every merge; kept and resolved of the last.
+            // New, regressed, ignored and reopened issues of every merge; kept, resolved and
+            // out of scope of the last.
             report.new.extend(r.new);
             report.regressed.extend(r.regressed);
+            report.ignored.extend(r.ignored);
+            report.reopened.extend(r.reopened);
+            report.out_of_scope = r.out_of_scope;
             report.kept = r.kept;
             report.resolved = r.resolved;
         }

@@ -20,8 +20,11 @@ static DIRECTIVE: LazyLock<Regex> = LazyLock::new(|| {
 pub struct Suppressions {
     /// Line → ids suppressed there (`None`: every rule).
     lines: HashMap<u32, Option<Vec<String>>>,
-    /// Ids suppressed in the whole file (`None` entry: every rule).
-    file: Vec<Option<Vec<String>>>,
+    /// Line → the reason its directives give (the text after them), when one does.
+    line_reasons: HashMap<u32, String>,
+    /// Ids suppressed in the whole file (`None` entry: every rule), with the directive's reason
+    /// and line.
+    file: Vec<(Option<Vec<String>>, String, u32)>,
     /// Unknown ids: (line, column, id).
     pub unknown: Vec<(u32, u32, String)>,
     /// Directives with an unclosed `[`: (line, column). They suppress nothing.
@@ -62,9 +65,17 @@ impl Suppressions {
                     }
                 }
             }
+            let reason = text[end..]
+                .trim()
+                .trim_start_matches([':', '-', '—'])
+                .trim()
+                .to_owned();
             if caps.get(1).is_some_and(|m| m.as_str() == "ignore-file") {
-                out.file.push(ids);
+                out.file.push((ids, reason, line));
             } else {
+                if !reason.is_empty() {
+                    out.line_reasons.entry(line).or_insert(reason);
+                }
                 match (out.lines.get_mut(&line), ids) {
                     (Some(Some(existing)), Some(ids)) => existing.extend(ids),
                     (Some(slot), None) => *slot = None,
@@ -92,15 +103,32 @@ impl Suppressions {
     /// Is `rule` suppressed for a finding spanning `line..=end_line` (a directive on its first
     /// or last line counts)?
     pub fn is_suppressed(&self, rule: &str, line: u32, end_line: u32) -> bool {
+        self.reason(rule, line, end_line).is_some()
+    }
+
+    /// When `rule` is suppressed for a finding spanning `line..=end_line`: the skip reason to
+    /// record, which starts with [`issue_model::INLINE_IGNORE`] and quotes the comment's reason
+    /// (or says that it gives none).
+    pub fn reason(&self, rule: &str, line: u32, end_line: u32) -> Option<String> {
         let matches = |ids: &Option<Vec<String>>| {
             ids.as_ref().is_none_or(|ids| ids.iter().any(|i| i == rule))
         };
-        if self.file.iter().any(matches) {
-            return true;
-        }
-        [line, end_line]
-            .iter()
-            .any(|l| self.lines.get(l).is_some_and(matches))
+        let (why, at, kind) =
+            if let Some((_, why, at)) = self.file.iter().find(|(ids, _, _)| matches(ids)) {
+                (why.as_str(), *at, "ignore-file")
+            } else {
+                let at = [line, end_line]
+                    .into_iter()
+                    .find(|l| self.lines.get(l).is_some_and(matches))?;
+                let why = self.line_reasons.get(&at).map_or("", String::as_str);
+                (why, at, "ignore")
+            };
+        let inline = issue_model::INLINE_IGNORE;
+        Some(if why.is_empty() {
+            format!("{inline} no reason given (`# npu: {kind}` comment on line {at})")
+        } else {
+            format!("{inline} {why} (`# npu: {kind}` comment on line {at})")
+        })
     }
 }
 
@@ -138,6 +166,21 @@ mod tests {
         assert_eq!(s.unknown, vec![(9, 3, "P_RDN".to_owned())]);
         assert!(!s.is_suppressed("P_FLA", 10, 10));
         assert_eq!(s.malformed, vec![(10, 3)]);
+        assert_eq!(
+            s.reason("P_DEV", 5, 5).as_deref(),
+            Some("ignored inline: seeded on cpu (`# npu: ignore` comment on line 5)")
+        );
+        assert_eq!(
+            s.reason("P_LTM", 40, 40).as_deref(),
+            Some(
+                "ignored inline: legacy trainer kept on purpose (`# npu: ignore-file` comment on line 1)"
+            )
+        );
+        assert_eq!(
+            s.reason("P_FLA", 7, 7).as_deref(),
+            Some("ignored inline: no reason given (`# npu: ignore` comment on line 7)")
+        );
+        assert_eq!(s.reason("P_FLA", 5, 5), None);
     }
 
     #[test]

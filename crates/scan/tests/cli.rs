@@ -318,3 +318,219 @@ fn corrupt_issues_json_is_not_overwritten() {
         "{ not json"
     );
 }
+
+/// Scan `dir` (with `extra` arguments) into `dir/issues.json`; returns the exit code and stdout.
+fn scan_into(dir: &Path, extra: &[&str]) -> (Option<i32>, String) {
+    let out = scan_cmd()
+        .current_dir(dir)
+        .args([".", "--output", "."])
+        .args(extra)
+        .output()
+        .unwrap();
+    (out.status.code(), String::from_utf8(out.stdout).unwrap())
+}
+
+fn status_of(dir: &Path, file: &str) -> (issue_model::Status, Option<String>) {
+    let issues = load(&dir.join("issues.json")).issues;
+    let found = issues.iter().find(|i| i.file == file);
+    let found = found.unwrap_or_else(|| panic!("no issue in {file}: {issues:?}"));
+    (found.status, found.reason.clone())
+}
+
+#[test]
+fn an_inline_ignore_is_recorded_skipped_with_its_reason_and_pending_again_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let plain = "import pytorch_lightning as pl\na = pl.Trainer(gpus=1)\n";
+    write(dir.path(), "t.py", plain);
+    let (code, _) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        status_of(dir.path(), "t.py").0,
+        issue_model::Status::Pending
+    );
+
+    write(
+        dir.path(),
+        "t.py",
+        "import pytorch_lightning as pl\na = pl.Trainer(gpus=1)  # npu: ignore[P_LTM] launcher overrides this\n",
+    );
+    let (code, stdout) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("0 resolved by edits, 1 skipped by `# npu: ignore` comments"),
+        "{stdout}"
+    );
+    let (status, reason) = status_of(dir.path(), "t.py");
+    let count = load(&dir.path().join("issues.json")).issues.len();
+    assert_eq!(count, 1, "the same issue, not a new one and a fixed one");
+    assert_eq!(
+        status,
+        issue_model::Status::Skipped,
+        "an ignore comment is not a fix"
+    );
+    assert_eq!(
+        reason.as_deref(),
+        Some("ignored inline: launcher overrides this (`# npu: ignore` comment on line 2)")
+    );
+    // A second rescan keeps it skipped.
+    scan_into(dir.path(), &[]);
+    assert_eq!(
+        status_of(dir.path(), "t.py").0,
+        issue_model::Status::Skipped
+    );
+
+    write(dir.path(), "t.py", plain);
+    let (code, _) = scan_into(dir.path(), &[]);
+    assert_eq!(code, Some(1));
+    assert_eq!(
+        status_of(dir.path(), "t.py"),
+        (issue_model::Status::Pending, None)
+    );
+}
+
+#[test]
+fn an_excluded_file_is_out_of_scope_never_fixed_and_pending_again_when_scanned() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "train.py", TRAIN);
+    write(dir.path(), "policies/other/train.py", TRAIN);
+    scan_into(dir.path(), &[]);
+    let (code, stdout) = scan_into(dir.path(), &["--exclude", "policies/other"]);
+    assert_eq!(code, Some(1), "train.py is still pending: {stdout}");
+    assert!(
+        stdout.contains("0 resolved by edits, 1 out of scope"),
+        "{stdout}"
+    );
+    let (status, reason) = status_of(dir.path(), "policies/other/train.py");
+    assert_eq!(status, issue_model::Status::OutOfScope);
+    assert_eq!(
+        reason.as_deref(),
+        Some("not scanned: excluded by --exclude `policies/other`")
+    );
+    let file = load(&dir.path().join("issues.json"));
+    assert_eq!(
+        file.summary.by_status.get("fixed"),
+        None,
+        "{:?}",
+        file.summary
+    );
+
+    let (_, stdout) = scan_into(dir.path(), &[]);
+    assert!(stdout.contains("1 pending again"), "{stdout}");
+    assert_eq!(
+        status_of(dir.path(), "policies/other/train.py"),
+        (issue_model::Status::Pending, None)
+    );
+}
+
+/// A project of two policies, one launch (`train.py` trains `act`), a test and an example.
+fn two_policies() -> tempfile::TempDir {
+    let loader = "import torch\nfrom torch.utils.data import DataLoader\n\n\ndef make(ds, device):\n    return DataLoader(ds, pin_memory=device.type == \"cuda\")\n";
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "train.py",
+        "import torch\nfrom policies.act.model import make\n\nif __name__ == \"__main__\":\n    make([], torch.device(\"cpu\"))\n",
+    );
+    write(root, "policies/__init__.py", "");
+    write(root, "policies/act/__init__.py", "");
+    write(root, "policies/act/model.py", loader);
+    write(root, "policies/other/__init__.py", "");
+    write(root, "policies/other/model.py", loader);
+    write(
+        root,
+        "tests/test_other.py",
+        "from policies.other.model import make\n\n\ndef test_make():\n    make([], None)\n",
+    );
+    write(root, "examples/demo.py", loader);
+    dir
+}
+
+fn by_file(
+    dir: &Path,
+) -> std::collections::BTreeMap<String, (issue_model::Status, Option<String>)> {
+    load(&dir.join("issues.json"))
+        .issues
+        .into_iter()
+        .map(|i| (i.file, (i.status, i.reason)))
+        .collect()
+}
+
+#[test]
+fn scope_keeps_the_launch_path_and_fix_touches_only_it() {
+    use issue_model::Status;
+    let dir = two_policies();
+    let root = dir.path();
+    let launch = "python train.py --policy act";
+    let scan = |extra: &[&str]| {
+        npu_scan()
+            .current_dir(root)
+            .args([".", "--output", ".", "--select", "P_DEV"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = scan(&["--scope", launch]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains(&format!("2 more findings are out of scope: not reached by `{launch}` (entry train.py): recorded in issues.json as out_of_scope, not counted above.")),
+        "{stdout}"
+    );
+    assert!(stdout.contains("total                   1"), "{stdout}");
+    let why = format!("out of scope: not reached by `{launch}` (entry train.py)");
+    let statuses = by_file(root);
+    assert_eq!(statuses["policies/act/model.py"], (Status::Pending, None));
+    for outside in ["policies/other/model.py", "examples/demo.py"] {
+        assert_eq!(
+            statuses[outside],
+            (Status::OutOfScope, Some(why.clone())),
+            "{outside}"
+        );
+    }
+
+    // --fix touches the launch path only.
+    let other = std::fs::read(root.join("policies/other/model.py")).unwrap();
+    let demo = std::fs::read(root.join("examples/demo.py")).unwrap();
+    let out = scan(&["--scope", launch, "--fix"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let act = std::fs::read_to_string(root.join("policies/act/model.py")).unwrap();
+    assert!(act.contains("device.type in (\"cuda\", \"npu\")"), "{act}");
+    assert_eq!(
+        std::fs::read(root.join("policies/other/model.py")).unwrap(),
+        other
+    );
+    assert_eq!(std::fs::read(root.join("examples/demo.py")).unwrap(), demo);
+    let statuses = by_file(root);
+    assert_eq!(statuses["policies/act/model.py"].0, Status::Fixed);
+    assert_eq!(statuses["policies/other/model.py"].0, Status::OutOfScope);
+    let file = load(&root.join("issues.json"));
+    assert_eq!(
+        file.summary.by_status.get("pending"),
+        None,
+        "{:?}",
+        file.summary
+    );
+    assert_eq!(
+        file.summary.by_status["fixed"], 1,
+        "only the fixed one is fixed"
+    );
+
+    // Without the scope, the rest is pending again.
+    let out = scan(&[]);
+    assert_eq!(out.status.code(), Some(1));
+    let statuses = by_file(root);
+    assert_eq!(statuses["policies/other/model.py"], (Status::Pending, None));
+    assert_eq!(statuses["examples/demo.py"], (Status::Pending, None));
+
+    // An entry the project does not have is an error, not an empty scope.
+    let out = scan(&["--scope", "python nope.py"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains(
+            "--scope `python nope.py`: its entry (`nope.py`) is not a Python file of the project"
+        ),
+        "{stderr}"
+    );
+}

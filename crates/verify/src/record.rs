@@ -66,20 +66,31 @@ pub fn record(args: &Args, report: &Report) -> Result<String, String> {
     } else {
         root.display().to_string()
     };
-    let count = fresh.len();
+    let count = fresh
+        .iter()
+        .filter(|i| i.status == issue_model::Status::Pending)
+        .count();
     let merged = issue_model::update(&path, |previous| {
         let (file, merge) = issue_model::merge_measured(previous, &root_text, fresh, &checks, &now);
         Ok((Some(file), merge))
     })
     .map_err(|e| format!("cannot record the measured issues: {e}"))?;
     Ok(format!(
-        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed)",
+        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed{})",
         path.display(),
         checks.join(", "),
         merged.new.len(),
         merged.kept.len(),
         merged.regressed.len(),
-        merged.resolved.len()
+        merged.resolved.len(),
+        if merged.ignored.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} skipped by `# npu: ignore` comments",
+                merged.ignored.len()
+            )
+        }
     ))
 }
 
@@ -275,13 +286,10 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         .lines()
         .nth(usize::try_from(line).ok()?.checked_sub(1)?)?
         .to_owned();
-    // `# npu: ignore[P_TGT] why` on the line (or `ignore-file` in the file) keeps it out, as
-    // it keeps npu-scan's findings out.
-    if scan::suppress::Suppressions::parse_config_text(&text, |_| true)
-        .is_suppressed(f.pattern, line, line)
-    {
-        return None;
-    }
+    // `# npu: ignore[P_TGT] why` on the line (or `ignore-file` in the file) makes it skipped
+    // with the comment's reason, as it does npu-scan's findings: never fixed.
+    let ignored = scan::suppress::Suppressions::parse_config_text(&text, |_| true)
+        .reason(f.pattern, line, line);
     let (category, severity, template) = match scan::rules::get(f.pattern) {
         Some(rule) => (rule.category, rule.severity, rule.fix_template.to_owned()),
         None => (
@@ -294,11 +302,17 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         ),
     };
     let width = u32::try_from(snippet.chars().count()).unwrap_or(u32::MAX);
+    // The fingerprint leaves out an ignore comment on the line, so that adding one keeps the
+    // issue (now skipped) instead of making it a new one and the old one "fixed".
+    let code = snippet
+        .find("# npu:")
+        .or_else(|| snippet.find("#npu:"))
+        .map_or(snippet.as_str(), |at| &snippet[..at]);
     let fingerprint = issue_model::fingerprint(
         &format!("{} measured by {}", f.pattern, f.check),
         &file,
         Some(&f.key),
-        &snippet,
+        code,
         0,
     );
     Some(Issue {
@@ -319,8 +333,12 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         fix_template: template,
         fix: None,
         fingerprint,
-        status: issue_model::Status::Pending,
-        reason: None,
+        status: if ignored.is_some() {
+            issue_model::Status::Skipped
+        } else {
+            issue_model::Status::Pending
+        },
+        reason: ignored,
         history: Vec::new(),
         measured: Some(Measured {
             check: f.check.to_owned(),
@@ -393,7 +411,7 @@ mod tests {
     }
 
     #[test]
-    fn scalar_logging_within_the_allowance_and_suppressed_lines_are_not_recorded() {
+    fn scalar_logging_within_the_allowance_is_not_recorded_and_suppressed_lines_are_skipped() {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("train.py"),
@@ -411,11 +429,30 @@ mod tests {
             {"site": "train.py:4", "per_step": [1], "kinds": {"_local_scalar_dense": 1.0}},
             {"site": "train.py:6", "per_step": [2], "kinds": {"copy to host": 2.0}}]}));
         let issues = findings(&[&syncs], dir.path(), &[]);
-        let found: Vec<(u32, Option<&str>)> = issues
+        let found: Vec<(u32, Option<&str>, issue_model::Status)> = issues
             .iter()
-            .map(|i| (i.line, i.symbol.as_deref()))
+            .map(|i| (i.line, i.symbol.as_deref(), i.status))
             .collect();
-        assert_eq!(found, [(5, Some("Loop.step"))]);
+        assert_eq!(
+            found,
+            [
+                (5, Some("Loop.step"), issue_model::Status::Pending),
+                (6, Some("Loop.step"), issue_model::Status::Skipped)
+            ]
+        );
+        assert_eq!(
+            issues[1].reason.as_deref(),
+            Some(
+                "ignored inline: the host needs the batch here (`# npu: ignore` comment on line 6)"
+            )
+        );
+        // The comment is not part of the fingerprint: adding it keeps the issue.
+        let bare_dir = tempfile::tempdir().unwrap();
+        let text = std::fs::read_to_string(dir.path().join("train.py")).unwrap();
+        let comment = "  # npu: ignore[P_TGT] the host needs the batch here";
+        std::fs::write(bare_dir.path().join("train.py"), text.replace(comment, "")).unwrap();
+        let bare = findings(&[&syncs], bare_dir.path(), &[]);
+        assert_eq!(bare[1].fingerprint, issues[1].fingerprint);
     }
 
     #[test]

@@ -289,7 +289,8 @@ fn logged_scalars_are_allowed_and_a_per_parameter_sync_is_recorded_in_its_method
         file.issues[0]
     );
 
-    // The finding is wrong for this project: the comment keeps it out of the next measurement.
+    // The finding is wrong for this project: with the comment, the next measurement records it
+    // as skipped, with the comment's reason; never as fixed.
     let text = LOGS_SCALARS.replace(
         "for p in self.model.parameters()]",
         "for p in self.model.parameters()]  # npu: ignore[P_TGT] four parameters, read once a step",
@@ -297,13 +298,24 @@ fn logged_scalars_are_allowed_and_a_per_parameter_sync_is_recorded_in_its_method
     std::fs::write(root.join("train.py"), text).unwrap();
     let (_, _, stderr) = verify_json(&root, &args, &[]);
     assert!(
-        stderr.contains("1 no longer measured: now fixed"),
+        stderr.contains(
+            "0 new, 0 again, 0 regressed, 0 no longer measured: now fixed, 1 skipped by `# npu: ignore` comments"
+        ),
         "{stderr}"
     );
     let file = issue_model::load(&issues).unwrap();
+    assert_eq!(file.issues.len(), 1, "the same issue: {:#?}", file.issues);
     assert_eq!(
         file.issues[0].status,
-        issue_model::Status::Fixed,
+        issue_model::Status::Skipped,
+        "{:#?}",
+        file.issues
+    );
+    assert_eq!(
+        file.issues[0].reason.as_deref(),
+        Some(
+            "ignored inline: four parameters, read once a step (`# npu: ignore` comment on line 22)"
+        ),
         "{:#?}",
         file.issues
     );

@@ -99,16 +99,42 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
         "Scanned {} Python files ({} lines), {} config files in {:.2}s; {} unparsed; {} suppressed.",
         s.files, s.lines, s.config_files, s.seconds, s.unparsed, s.suppressed
     );
+    if let Some(first) = result.out_of_scope.first() {
+        let _ = writeln!(
+            out,
+            "{} more findings are {}: recorded in issues.json as out_of_scope, not counted above.",
+            result.out_of_scope.len(),
+            first.reason.as_deref().unwrap_or("out of scope")
+        );
+    }
     if let Some(m) = merge {
         let _ = writeln!(
             out,
-            "issues.json: {} new, {} kept, {} regressed, {} resolved by edits{}.",
+            "issues.json: {} new, {} kept, {} regressed, {} resolved by edits{}{}.",
             m.new.len(),
             m.kept.len(),
             m.regressed.len(),
             m.resolved.len(),
+            merge_extras(m),
             written.map_or(String::new(), |p| format!(" ({p})"))
         );
+    }
+    out
+}
+
+/// The rarer outcomes of a merge, when there are any: issues skipped by ignore comments,
+/// pending again, and out of scope (files not scanned, or not reached by `--scope`: never
+/// counted as resolved).
+fn merge_extras(m: &MergeReport) -> String {
+    let mut out = String::new();
+    for (ids, what) in [
+        (&m.ignored, "skipped by `# npu: ignore` comments"),
+        (&m.reopened, "pending again"),
+        (&m.out_of_scope, "out of scope (not fixed)"),
+    ] {
+        if !ids.is_empty() {
+            let _ = write!(out, ", {} {what}", ids.len());
+        }
     }
     out
 }

@@ -115,11 +115,20 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
+                let pin = is_hint(cx.semantic(), expr, "pin_memory");
                 let Some(message) = compare(cx.semantic(), cmp).filter(|_| {
                     !gates_cuda_only_path(cx.semantic(), expr)
-                        && !is_transfer_hint(cx.semantic(), expr)
+                        && !is_hint(cx.semantic(), expr, "non_blocking")
                 }) else {
                     return;
+                };
+                let message = if pin {
+                    "this comparison with \"cuda\" is the value of `pin_memory=`: false on the NPU \
+                     (device type \"npu\"), so pinned host memory, and with it asynchronous copies \
+                     to the device, is silently off there; accept \"npu\" too (see P_DEV.md)"
+                        .to_owned()
+                } else {
+                    message
                 };
                 let mut fix = comparison::fix(cx, cmp, expr);
                 let mut message = message;
@@ -258,12 +267,14 @@ fn only_precision_hints(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
         })
 }
 
-/// The comparison is the value of a transfer hint (`non_blocking=x.device.type == "cuda"`,
-/// `pin_memory=device == "cuda"`): false on the NPU, it only makes the copy synchronous.
-fn is_transfer_hint(sem: &Semantic<'_>, expr: &Expr) -> bool {
+/// The comparison is the value of the keyword argument `keyword` of a call
+/// (`non_blocking=x.device.type == "cuda"`, `pin_memory=device.type == "cuda"`). As
+/// `non_blocking=`, false on the NPU only makes one copy synchronous: not reported. As
+/// `pin_memory=` (a `DataLoader`'s), it turns pinned memory off for the whole run: reported.
+fn is_hint(sem: &Semantic<'_>, expr: &Expr, keyword: &str) -> bool {
     matches!(sem.parent_expr(), Some(Expr::Call(c)) if c.keywords.iter().any(|k| {
         std::ptr::eq(std::ptr::from_ref(&k.value), expr)
-            && k.arg.as_ref().is_some_and(|a| matches!(a.as_str(), "non_blocking" | "pin_memory"))
+            && k.arg.as_ref().is_some_and(|a| a.as_str() == keyword)
     }))
 }
 

@@ -269,8 +269,21 @@ impl Found {
                 if let Some(q) = sem.resolve(expr).filter(|q| q.starts_with("torch.cuda.")) {
                     self.cuda_names.push(q);
                 }
+                // `get_device_properties(0).major`: mapped, but meaningless on the NPU.
+                if let Expr::Attribute(a) = expr
+                    && super::capability_attr(sem, a).is_some()
+                {
+                    self.other = Some(differs_on_npu(expr));
+                }
             }
-            Expr::Call(call) => self.other = unmapped_call(sem, call),
+            Expr::Call(call) => {
+                self.other = unmapped_call(sem, call).or_else(|| {
+                    // A call transfer_to_npu maps but whose NPU result is not CUDA's
+                    // (`torch.cuda.get_device_capability()` returns None there): the rule's own
+                    // judgement of the call, so the fix and the finding agree.
+                    super::call_message(sem, call).map(|_| differs_on_npu(expr))
+                });
+            }
             _ => {}
         }
         if self.other.is_some() {
@@ -310,6 +323,20 @@ impl Found {
         }
         replaced
     }
+}
+
+/// How a branch's call or attribute that `P_DEV` reports by itself is named in a refused fix.
+fn differs_on_npu(expr: &Expr) -> String {
+    let call = if matches!(expr, Expr::Call(_)) {
+        "()"
+    } else {
+        ""
+    };
+    format!(
+        "`{}{call}`, which does not give on the NPU what it gives on CUDA (reported on its own \
+         line)",
+        crate::semantic::dotted(expr)
+    )
 }
 
 /// The other object every pinned `transfer_to_npu` assigns to `q` (`torch.npu.NPUGraph` for
