@@ -195,6 +195,8 @@ def install() -> None:
     _backward_on_the_calling_thread()
     _distributed.install(python_backend=_state["backend"] == "python")
     _mark_program_end()
+    if _shapes.requested():
+        _shapes.install()
 
 
 #: npu-train's folder for the processes of a run that returned from their program (see its --help).
@@ -219,8 +221,6 @@ def _mark_program_end() -> None:
             pass
 
     atexit.register(mark)
-    if _shapes.requested():
-        _shapes.install()
 
 
 def _autograd_fallback(global_lib: torch.library.Library) -> None:

@@ -767,7 +767,7 @@ mod tests {
             args: Vec::new(),
             source: "test".into(),
         };
-        let timeout = Duration::from_secs(60);
+        let timeout = Duration::from_mins(1);
         let mut outcome = Outcome {
             mode: "pipeline".into(),
             hello: Some(serde_json::json!({})),
