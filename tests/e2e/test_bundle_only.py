@@ -127,9 +127,12 @@ def test_1c_the_bundle_ships_every_workspace_file_the_build_read(m: Machine) -> 
             if ": " not in line:
                 continue
             for word in line.split(": ", 1)[1].replace("\\ ", "\0").split(" "):
-                path = Path(word.replace("\0", " "))
+                path = Path(os.path.normpath(word.replace("\0", " ")))
                 if word and path.is_relative_to(CHECKOUT) and not path.is_relative_to(CHECKOUT / "target"):
-                    inputs.add(path.relative_to(CHECKOUT).as_posix())
+                    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+                    for file in files:
+                        if "__pycache__" not in file.parts:
+                            inputs.add(file.relative_to(CHECKOUT).as_posix())
     assert "torch-npu/wheels.json" in inputs, "the release build reads torch-npu/wheels.json (npu-assets)"
     missing = sorted(rel for rel in inputs if not (m.skill / "source" / rel).is_file())
     assert not missing, f"source/ lacks files the build reads: {missing}"

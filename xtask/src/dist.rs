@@ -453,7 +453,19 @@ pub fn build_inputs(root: &Path, bin_dir: &Path) -> Result<Vec<String>> {
                 path.display()
             )
         })?;
-        out.extend(dep_info_inputs(&text, root));
+        for rel in dep_info_inputs(&text, root) {
+            // A folder input (a build script's `rerun-if-changed` of a whole folder): its files.
+            let path = root.join(&rel);
+            if path.is_dir() {
+                out.extend(
+                    files_under(&path)?
+                        .into_iter()
+                        .map(|file| format!("{rel}/{file}")),
+                );
+            } else {
+                out.push(rel);
+            }
+        }
     }
     out.sort();
     out.dedup();
@@ -483,10 +495,21 @@ fn dep_info_inputs(text: &str, root: &Path) -> Vec<String> {
         }
         words.push(current);
         for word in words.into_iter().filter(|w| !w.is_empty()) {
-            let Ok(rel) = Path::new(&word).strip_prefix(root) else {
+            // `crates/x/../../assets`: resolved by name, as cargo names inputs relative to a crate.
+            let mut normal = PathBuf::new();
+            for component in Path::new(&word).components() {
+                match component {
+                    std::path::Component::ParentDir => {
+                        normal.pop();
+                    }
+                    std::path::Component::CurDir => {}
+                    other => normal.push(other),
+                }
+            }
+            let Ok(rel) = normal.strip_prefix(root) else {
                 continue;
             };
-            if rel.starts_with("target") {
+            if rel.starts_with("target") || rel.as_os_str().is_empty() {
                 continue;
             }
             out.push(
@@ -926,14 +949,15 @@ mod tests {
     #[test]
     fn dep_info_inputs_are_the_workspace_files_relative_to_the_root() {
         let text = "/w/target/release/npu-assets: /w/crates/a/src/lib.rs /w/torch-npu/wheels.json \
-                    /home/u/.cargo/registry/x/src/lib.rs /w/assets/my\\ file.txt /w/target/out.rs\n\n\
+                    /home/u/.cargo/registry/x/src/lib.rs /w/assets/my\\ file.txt /w/target/out.rs /w/crates/a/../../docs/x.md\n\n\
                     /w/crates/a/src/lib.rs:\n";
         assert_eq!(
             dep_info_inputs(text, Path::new("/w")),
             [
                 "crates/a/src/lib.rs",
                 "torch-npu/wheels.json",
-                "assets/my file.txt"
+                "assets/my file.txt",
+                "docs/x.md"
             ]
         );
     }
