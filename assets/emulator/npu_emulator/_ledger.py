@@ -78,7 +78,8 @@ def _version(text: str) -> tuple[int, int]:
 
 # Before torch 2.6 a storage's Python object can be freed with its weak references left in place (seen on torch 2.1:
 # the interpreter's last garbage collection then crashes at exit, SIGSEGV in clear_weakref); there each storage is
-# followed through the host tensors made over it instead, released when the last of them is.
+# followed through the host tensors made over it instead, released when the last of them is (an in-place resize_
+# of a device tensor is then not followed exactly).
 _STORAGE_WEAKREFS = _version(torch.__version__) >= (2, 6)
 # storage key -> host tensors alive over it (torch < 2.6)
 _HOLDERS: dict[int, int] = {}

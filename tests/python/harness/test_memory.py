@@ -120,6 +120,10 @@ def test_the_ledger_counts_each_device_storage_once_until_it_is_freed(npu: torch
     view = x[10:20].view(2, 5)  # a view: the same storage
     y = x * 2
     assert _ledger.allocated(0) - before == 2 * 4096
+    if not _ledger._STORAGE_WEAKREFS:  # torch < 2.6 follows storages through host tensors: no in-place resize
+        del x, view, y
+        assert _ledger.allocated(0) == before
+        return
     x.resize_(5000)  # grows its storage in place
     assert _ledger.allocated(0) - before == 4096 + _ledger.round_size(20000)
     del x, view, y
@@ -162,7 +166,7 @@ found = {}
 x = torch.randn(4, 8).to("npu")
 found["elem"] = str(x.elem.device)
 for name, action in [
-    ("float64", lambda: torch.ones(3, device="npu", dtype=torch.float64).exp()),
+    ("float64", lambda: torch.ones(3, 3, device="npu", dtype=torch.float64).mm(torch.ones(3, 3).double())),
     ("mismatch", lambda: x + torch.ones(4, 8)),
     ("sdpa_mask", lambda: F.scaled_dot_product_attention(
         torch.randn(2, 4, 5, 8).to("npu"), torch.randn(2, 4, 5, 8).to("npu"), torch.randn(2, 4, 5, 8).to("npu"),
