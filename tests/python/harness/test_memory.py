@@ -166,7 +166,7 @@ found = {}
 x = torch.randn(4, 8).to("npu")
 found["elem"] = str(x.elem.device)
 for name, action in [
-    ("float64", lambda: torch.ones(3, 3, device="npu", dtype=torch.float64).mm(torch.ones(3, 3).double())),
+    ("float64", lambda: (lambda a: a.mm(a))(torch.ones(3, 3, device="npu", dtype=torch.float64))),
     ("mismatch", lambda: x + torch.ones(4, 8)),
     ("sdpa_mask", lambda: F.scaled_dot_product_attention(
         torch.randn(2, 4, 5, 8).to("npu"), torch.randn(2, 4, 5, 8).to("npu"), torch.randn(2, 4, 5, 8).to("npu"),
