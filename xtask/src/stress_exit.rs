@@ -28,12 +28,6 @@ pub struct Args {
     /// Seconds after which a run counts as hung and is killed.
     #[arg(long, default_value_t = 120)]
     pub timeout: u64,
-    /// With `extra`: the test venv's torch first (set by `cargo xtask test`).
-    #[arg(skip)]
-    pub default_venv: bool,
-    /// Torch versions after the test venv's (set by `cargo xtask test`).
-    #[arg(skip)]
-    pub extra: Vec<String>,
 }
 
 /// The exit status the stress program ends with; any other status is a failure.
@@ -66,15 +60,14 @@ enum Outcome {
 }
 
 pub fn run(args: &Args) -> Result<()> {
-    let versions = if args.default_venv {
-        std::iter::once(None)
-            .chain(args.extra.iter().cloned().map(Some))
-            .collect()
-    } else {
-        versions(&args.torch)
-    };
+    run_versions(&versions(&args.torch), args)
+}
+
+/// Stress each torch of `versions` (`None`: the test venv's) as `args` says; `args.torch` is
+/// not read.
+pub fn run_versions(versions: &[Option<String>], args: &Args) -> Result<()> {
     let mut all_clean = true;
-    for version in &versions {
+    for version in versions {
         let python = python_for(version.as_deref())?;
         let label = version
             .clone()

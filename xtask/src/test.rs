@@ -7,8 +7,9 @@
 //! `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest
 //! over `tests/`, then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
-//! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions) and the support-table
-//! check, then the short exit stress check ([`crate::stress_exit`]). Every step runs even when an earlier one fails, so one run shows everything that is
+//! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions), the short exit
+//! stress check ([`crate::stress_exit`]) and the support-table check. Every step runs even when an
+//! earlier one fails, so one run shows everything that is
 //! wrong; the exit code is non-zero if any step failed.
 
 use anyhow::{Result, bail};
@@ -214,15 +215,17 @@ pub fn run(args: &Args) -> Result<()> {
     steps.step("pytest", ok, t);
     crate::matrix::record_default(&python, &path, &default_record, cargo_test_ok);
 
-    if !args.no_matrix {
-        let versions: Vec<String> = if args.torch.is_empty() {
-            crate::venv::MATRIX
-                .iter()
-                .map(|v| (*v).to_owned())
-                .collect()
-        } else {
-            args.torch.clone()
-        };
+    let versions: Vec<String> = if args.no_matrix {
+        Vec::new()
+    } else if args.torch.is_empty() {
+        crate::venv::MATRIX
+            .iter()
+            .map(|v| (*v).to_owned())
+            .collect()
+    } else {
+        args.torch.clone()
+    };
+    if !versions.is_empty() {
         let env = crate::matrix::Env {
             cargo: &cargo,
             wheels: &wheels,
@@ -234,26 +237,21 @@ pub fn run(args: &Args) -> Result<()> {
     }
     if args.stress_runs > 0 {
         // Interpreters that install the emulated npu, train a step and exit: none may abort at
-        // exit, hang or lose output (the short form of `cargo xtask stress-exit`).
+        // exit, hang or lose output (the short form of `cargo xtask stress-exit`), on the test
+        // venv's torch and the matrix's.
         let t = Instant::now();
-        let versions: Vec<String> = if args.no_matrix {
-            Vec::new()
-        } else if args.torch.is_empty() {
-            crate::venv::MATRIX
-                .iter()
-                .map(|v| (*v).to_owned())
-                .collect()
-        } else {
-            args.torch.clone()
-        };
-        let stress = crate::stress_exit::run(&crate::stress_exit::Args {
-            runs: args.stress_runs,
-            torch: Vec::new(),
-            jobs: None,
-            timeout: 120,
-            default_venv: true,
-            extra: versions,
-        });
+        let stressed: Vec<Option<String>> = std::iter::once(None)
+            .chain(versions.iter().cloned().map(Some))
+            .collect();
+        let stress = crate::stress_exit::run_versions(
+            &stressed,
+            &crate::stress_exit::Args {
+                runs: args.stress_runs,
+                torch: Vec::new(),
+                jobs: None,
+                timeout: 120,
+            },
+        );
         if let Err(e) = &stress {
             eprintln!("xtask: error: {e:#}");
         }

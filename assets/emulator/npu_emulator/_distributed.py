@@ -11,8 +11,8 @@
   raises torch's own ``Distributed package doesn't have NCCL built in`` unless ``transfer_to_npu`` rewrote it.
 - ``NPU_EMULATOR_COLLECTIVE_TIMEOUT`` (seconds) caps the process group's timeout, so that a rank waiting for a
   peer that never joins a collective fails with gloo's timeout instead of waiting for torch's default 30 minutes.
-- With more than one device, autograd runs backward on the calling thread (the autograd engine of a Python
-  backend has a device queue for ``npu:0`` only), and ``Tensor.to("npu")`` goes to the current device.
+- With more than one device, ``Tensor.to("npu")`` goes to the current device (backward runs on the calling thread
+  with any number of devices, see ``_install``).
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ def install(python_backend: bool = True) -> None:
     starting its process group raises :class:`EmulatedNPUError` saying why.
     """
     if _devices.count() > 1:
-        torch._C._set_multithreading_enabled(False)
         _devices.install_current_device_to()
     import torch.distributed as dist
 
