@@ -31,6 +31,19 @@ for path in (EMULATOR, ASSETS):
 import torch  # noqa: E402
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Build the emulator's C++ extension (once per torch version, cached) before the first test, without loading
+    it: tests that start fresh interpreters then find it built instead of each waiting for the build under their
+    own timeout. A build that fails is reported by the tests that install the device."""
+    del session
+    from npu_emulator import _errors, _native
+
+    try:
+        _native.build()
+    except _errors.EmulatedNPUError:
+        pass
+
+
 @pytest.fixture(scope="session")
 def npu() -> torch.device:
     """Install the emulated npu device (once per session) and return ``torch.device("npu:0")``."""

@@ -18,6 +18,7 @@
 from __future__ import annotations
 
 import datetime
+import inspect
 import os
 from typing import Any
 
@@ -30,17 +31,12 @@ TIMEOUT_ENV = "NPU_EMULATOR_COLLECTIVE_TIMEOUT"
 BACKEND = "hccl"
 
 
-UNSUPPORTED = (
-    "the emulated hccl process group needs torch >= 2.10's Python device backend; torch {version} runs the "
-    "emulator through its C++ extension, where DDP's and FSDP's collectives on device tensors are not emulated"
-)
+def install(pinned_host_memory: bool = True, why_not: str | None = None) -> None:
+    """Called once by ``npu_emulator.install()``.
 
-
-def install(python_backend: bool = True) -> None:
-    """Called once by ``npu_emulator.install()``; ``python_backend``: the device is torch >= 2.10's Python backend.
-
-    On older torch ``hccl`` is still registered (``transfer_to_npu`` and ``dist.get_backend()`` name it), but
-    starting its process group raises :class:`EmulatedNPUError` saying why.
+    ``pinned_host_memory``: the PrivateUse1 hooks give a pinned-memory allocator (the emulator's C++ hooks; on
+    torch >= 2.10 without a C++ compiler torch's Python hooks, which cannot); without it DDP options that need one
+    are refused at construction, ``why_not`` saying why the C++ hooks are missing.
     """
     if _devices.count() > 1:
         _devices.install_current_device_to()
@@ -54,27 +50,29 @@ def install(python_backend: bool = True) -> None:
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = lambda: True  # type: ignore[attr-defined]
     if BACKEND.upper() not in dist.Backend._plugins:
-        creator = _create if python_backend else _unsupported
-        dist.Backend.register_backend(BACKEND, creator, extended_api=True, devices=["npu"])
-    if python_backend:
-        _guard_used_parameter_map()
+        kwargs = {"devices": ["npu"]} if "devices" in inspect.signature(dist.Backend.register_backend).parameters else {}
+        dist.Backend.register_backend(BACKEND, _create, extended_api=True, **kwargs)
+    if not pinned_host_memory:
+        _guard_used_parameter_map(why_not)
 
 
 #: The DDP options whose reducer copies its map of used parameters through pinned host memory.
 PINNED_MAP_OPTIONS = ("find_unused_parameters", "static_graph")
 
 PINNED_MAP_CAUSE = (
-    "DDP's reducer copies its map of used parameters to the device through pinned host memory, and torch >= 2.10's "
-    "Python device backend has no pinned-memory allocator (torch's PrivateUse1 hooks raise NotImplementedError for "
-    "getPinnedMemoryAllocator at the first backward)"
+    "DDP's reducer copies its map of used parameters to the device through pinned host memory, and torch's Python "
+    "device hooks (torch >= 2.10) have no pinned-memory allocator (NotImplementedError for getPinnedMemoryAllocator "
+    "at the first backward); the emulator's C++ hooks, which have one, are not in use: {why_not}"
 )
 PINNED_MAP_HINT = (
-    "torch_npu's NPU hooks provide one (torch-npu 2.14.0 torch_npu/csrc/core/npu/NPUHooksInterface.h), so this runs "
-    "on a real NPU; to pre-flight the rest, set {option}=False where no parameter goes unused in a step"
+    "install a C++ compiler (apt-get install g++) so that the emulator builds its C++ hooks (then this trains as on "
+    "CPU ranks); torch_npu's NPU hooks provide pinned memory (torch-npu 2.14.0 "
+    "torch_npu/csrc/core/npu/NPUHooksInterface.h), so this runs on a real NPU; or set {option}=False where no "
+    "parameter goes unused in a step"
 )
 
 
-def _guard_used_parameter_map() -> None:
+def _guard_used_parameter_map(why_not: str | None) -> None:
     """Refuse ``DistributedDataParallel(find_unused_parameters=True)`` / ``static_graph=True`` over npu
     parameters at construction, as an emulator limitation that names the option, instead of torch's
     NotImplementedError from inside the first backward pass."""
@@ -101,17 +99,12 @@ def _guard_used_parameter_map() -> None:
                 from npu_emulator._errors import limitation
 
                 op = f"DistributedDataParallel({option}=True)"
-                raise limitation(op, NotImplementedError(PINNED_MAP_CAUSE), PINNED_MAP_HINT.format(option=option))
+                cause = PINNED_MAP_CAUSE.format(why_not=why_not or "unknown")
+                raise limitation(op, NotImplementedError(cause), PINNED_MAP_HINT.format(option=option))
         original(self, *args, **kwargs)
 
     init._npu_emulator_guard = True  # type: ignore[attr-defined]
     DistributedDataParallel.__init__ = init  # type: ignore[method-assign]
-
-
-def _unsupported(opts: Any, pg_options: Any) -> Any:
-    del opts, pg_options
-    detail = UNSUPPORTED.format(version=torch.__version__)
-    raise EmulatedNPUError(emulated_message("cannot start the hccl process group", detail, "use torch >= 2.10"))
 
 
 def _timeout(given: datetime.timedelta | None) -> datetime.timedelta:
@@ -139,7 +132,8 @@ def _create(opts: Any, pg_options: Any) -> Any:
     # A group made for a device (`init_process_group(device_id=npu:N)`, eager init) looks its backend up by the
     # device's type: the npu's is the same gloo.
     group._register_backend(torch.device("npu"), gloo_type, gloo)
-    group._set_default_backend(gloo_type)
+    if hasattr(group, "_set_default_backend"):  # torch < 2.2 has no default backend per group
+        group._set_default_backend(gloo_type)
     return group
 
 
@@ -153,6 +147,9 @@ def _regroup(hosts: list[Any], start: int, sizes: list[int]) -> tuple[list[list[
 
 
 _CLASSES: dict[str, type] = {}
+#: torch >= 2.10 keeps a Python ``Work`` object alive while C++ waits on it; older torch drops its Python half, so
+#: C++ (DDP's ``_verify_params_across_processes``) waited on the base class forever: it gets a C++ work there.
+_PYTHON_WORK_KEPT = hasattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend")
 
 
 def _group_class() -> type:
@@ -210,7 +207,7 @@ def _group_class() -> type:
             call(hosts).wait()
             for copy_back in back:
                 copy_back()
-            return EmulatedHCCLWork(result)
+            return _finished(result)
 
         def allreduce(self, tensors: Any, opts: Any = None) -> Any:
             opts = opts if opts is not None else dist.AllreduceOptions()
@@ -291,13 +288,20 @@ def _group_class() -> type:
         def barrier(self, opts: Any = None) -> Any:
             opts = opts if opts is not None else dist.BarrierOptions()
             self._gloo.barrier(opts).wait()
-            return EmulatedHCCLWork([])
+            return _finished([])
 
         def send(self, tensors: Any, dst: int, tag: int = 0) -> Any:
             return self._run(lambda h: self._gloo.send(h, dst, tag), tensors, tensors)
 
         def recv(self, tensors: Any, src: int, tag: int = 0) -> Any:
             return self._run(lambda h: self._gloo.recv(h, src, tag), tensors, tensors)
+
+    def _finished(result: Any) -> Any:
+        if not _PYTHON_WORK_KEPT:
+            future = torch.futures.Future()
+            future.set_result(result)
+            return torch._C._distributed_c10d._create_work_from_future(future)
+        return EmulatedHCCLWork(result)
 
     _CLASSES["group"] = EmulatedHCCL
     return EmulatedHCCL

@@ -105,8 +105,13 @@ def _is_pinned(tensor: torch.Tensor, device: torch.device | None = None) -> bool
     del device
     if tensor.device.type != "cpu":
         return False
-    ref = _PINNED.get(tensor.untyped_storage()._cdata)
-    return ref is not None and not ref.expired()
+    storage = tensor.untyped_storage()
+    ref = _PINNED.get(storage._cdata)
+    if ref is not None and not ref.expired():
+        return True
+    # Host memory from the C++ hooks' pinned allocator (torch's own pinned allocations, e.g. DDP's reducer).
+    native_pinned = _state.get("is_pinned_ptr")
+    return native_pinned is not None and bool(native_pinned(storage.data_ptr()))
 
 
 def _sdpa(
@@ -150,11 +155,14 @@ def install() -> None:
     _start_engine_without_device_threads()
     setup = getattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend", None)
     if setup is not None:
-        setup(rename="npu", backend_module=_backend.npu)
+        if not _register_python_backend_with_native_hooks():
+            setup(rename="npu", backend_module=_backend.npu)
+            _state["hooks"] = "python"
         _state["backend"] = "python"
     else:
         _register_native()
         _state["backend"] = "c++ extension"
+        _state["hooks"] = "c++ extension"
     _tensor.DEVICE = torch.device("npu", 0)
     _backend.register_modules()
     _legacy_types.install(_backend.npu)
@@ -193,7 +201,7 @@ def install() -> None:
     _state["libs"] = (lib, global_lib)
     _state["installed"] = True
     _backward_on_the_calling_thread()
-    _distributed.install(python_backend=_state["backend"] == "python")
+    _distributed.install(pinned_host_memory=_state["hooks"] == "c++ extension", why_not=_state.get("hooks_error"))
     _mark_program_end()
     if _shapes.requested():
         _shapes.install()
@@ -280,6 +288,7 @@ def _register_native() -> None:
     _state["kernel_wrapper"] = _non_hermetic(native)
     native.set_device_count(_backend.device_count())
     native.register_hooks()
+    _state["is_pinned_ptr"] = getattr(native, "is_pinned_ptr", None)
     torch.utils.rename_privateuse1_backend("npu")
     torch.utils.generate_methods_for_privateuse1_backend()
     if hasattr(native, "set_autocast_enabled"):
@@ -292,6 +301,50 @@ def _register_native() -> None:
         module.set_autocast_dtype = lambda dtype: native.set_autocast_dtype(_SCALAR_TYPES[dtype])  # type: ignore[attr-defined]
     torch._register_device_module("npu", _backend.npu)
     _checkpoint_device_type()
+
+
+#: Set to 0 to keep torch's Python hooks on torch >= 2.10 (no C++ build; DDP that needs pinned memory is refused).
+NATIVE_HOOKS_ENV = "NPU_EMULATOR_NATIVE_HOOKS"
+
+
+def _register_python_backend_with_native_hooks() -> bool:
+    """torch >= 2.10: the Python backend (device module, Python device guard) with the C++ extension's hooks.
+
+    torch's Python hooks cannot give a pinned-memory allocator, which DDP's reducer asks the hooks for with
+    ``find_unused_parameters=True`` or ``static_graph=True``; the extension's hooks give one (host memory, as the
+    rest of the device). The hooks can be registered once per process, so this happens instead of the Python
+    registration. False (and the reason kept for the DDP refusal) when the extension cannot be built, e.g. without
+    a C++ compiler: the Python hooks are registered then.
+    """
+    import os
+
+    from torch.utils import backend_registration
+
+    if os.environ.get(NATIVE_HOOKS_ENV, "").strip() == "0":
+        _state["hooks_error"] = f"{NATIVE_HOOKS_ENV}=0 keeps torch's Python hooks"
+        return False
+    from npu_emulator import _native
+
+    try:
+        native = _native.load()
+    except EmulatedNPUError as error:
+        _state["hooks_error"] = str(error)
+        return False
+    # The order of torch's _setup_privateuseone_for_python_backend, with the hooks from C++.
+    torch.utils.rename_privateuse1_backend("npu")
+    torch.utils.generate_methods_for_privateuse1_backend()
+    torch._register_device_module("npu", _backend.npu)
+    native.register_hooks()
+    torch._C._acc.register_python_privateuseone_device_guard(backend_registration._DummyDeviceGuard())
+    _state["is_pinned_ptr"] = native.is_pinned_ptr
+    _state["hooks"] = "c++ extension"
+    return True
+
+
+def hooks() -> str | None:
+    """Where the PrivateUse1 hooks come from: ``"c++ extension"`` (pinned host memory for DDP's reducer) or
+    ``"python"`` (torch >= 2.10 without a C++ compiler); None before install."""
+    return _state.get("hooks")
 
 
 def _checkpoint_device_type() -> None:

@@ -88,18 +88,25 @@ def _tag() -> str:
     return f"torch{version}_py{sys.version_info[0]}{sys.version_info[1]}_{digest}"
 
 
+def build() -> Path:
+    """Build the extension into the cache unless it is there, without loading it (loading registers the device
+    guard on torch < 2.10); returns the library. EmulatedNPUError says what is missing."""
+    if not SOURCE.is_file():
+        raise _fail(f"{SOURCE} is missing", "reinstall the emulator folder (npu-assets init PROJECT --emulator)")
+    tag = _tag()
+    build_dir = cache_root() / tag
+    library = build_dir / f"npu_emulator_device_{tag}.so"
+    if not library.is_file():
+        _build(library.stem, build_dir)
+    return library
+
+
 def load() -> ModuleType:
     """Build (once per torch version and source) and import the extension; EmulatedNPUError says what is missing."""
     if "module" in _loaded:
         return _loaded["module"]
-    if not SOURCE.is_file():
-        raise _fail(f"{SOURCE} is missing", "reinstall the emulator folder (npu-assets init PROJECT --emulator)")
-    tag = _tag()
-    name = f"npu_emulator_device_{tag}"
-    build_dir = cache_root() / tag
-    library = build_dir / f"{name}.so"
-    if not library.is_file():
-        _build(name, build_dir)
+    library = build()
+    name, build_dir = library.stem, library.parent
     spec = importlib.util.spec_from_file_location(name, library)
     if spec is None or spec.loader is None:
         raise _fail(f"cannot load {library}", f"delete {build_dir} and run again to rebuild it")
@@ -113,19 +120,21 @@ def load() -> ModuleType:
 
 
 def _build(name: str, build_dir: Path) -> None:
-    ninja = _find_ninja()
-    if ninja is None:
-        raise _fail(
-            f"torch {torch.__version__} needs a small C++ extension for the npu device guard, and ninja is missing",
-            "install it into this environment: python -m pip install ninja",
-        )
     compiler = _find_compiler()
     if compiler is None:
         raise _fail(
-            f"torch {torch.__version__} needs a small C++ extension for the npu device guard, and no C++ compiler "
-            f"was found ({os.environ.get('CXX') or 'c++'} is not on PATH)",
+            f"torch {torch.__version__} needs a small C++ extension for the npu device guard and hooks, and no C++ "
+            f"compiler was found ({os.environ.get('CXX') or 'c++'} is not on PATH)",
             "install one (apt-get install g++, or conda install gxx_linux-64) or set CXX",
         )
+    ninja = _find_ninja()
+    if ninja is None:
+        # One source file: the compiler alone builds it (the default test environment of torch >= 2.10 has no ninja).
+        build_dir.mkdir(parents=True, exist_ok=True)
+        with _locked(build_dir / "build.lock"):
+            if not (build_dir / f"{name}.so").is_file():
+                _compile_directly(compiler, name, build_dir)
+        return
     try:
         from torch.utils import cpp_extension
     except ImportError as error:  # torch 2.1's cpp_extension imports setuptools / pkg_resources
@@ -157,3 +166,38 @@ def _build(name: str, build_dir: Path) -> None:
                 f"building {SOURCE.name} with torch {torch.__version__} failed; the compiler's output is in {log}",
                 "fix what the log names (compiler, headers), then run again",
             ) from None
+
+
+def _compile_directly(compiler: str, name: str, build_dir: Path) -> None:
+    """Build the extension with one compiler call (no ninja), with the flags torch.utils.cpp_extension uses."""
+    try:
+        from torch.utils import cpp_extension
+    except ImportError as error:
+        raise _fail(
+            f"torch.utils.cpp_extension cannot be imported ({error})",
+            "install setuptools into this environment: python -m pip install 'setuptools<70'",
+        ) from None
+    major, minor = (int(part) for part in torch.__version__.split(".")[:2])
+    includes = [*cpp_extension.include_paths(), sysconfig.get_path("include")]
+    library = build_dir / f"{name}.so"
+    partial = build_dir / f"{name}.so.{os.getpid()}.tmp"
+    command = [compiler, "-shared", "-fPIC", "-O1", "-std=c++20" if (major, minor) >= (2, 10) else "-std=c++17"]
+    command += [f"-DTORCH_EXTENSION_NAME={name}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+    command += [f"-D_GLIBCXX_USE_CXX11_ABI={int(torch._C._GLIBCXX_USE_CXX11_ABI)}"]
+    command += [f"-isystem{include}" for include in includes]
+    command += [str(SOURCE), "-o", str(partial), f"-L{cpp_extension.TORCH_LIB_PATH}"]
+    command += ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
+    log = build_dir / "build.log"
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
+    except (OSError, subprocess.SubprocessError) as error:
+        log.write_text(f"{' '.join(command)}\n{error}\n", encoding="utf-8")
+        raise _fail(f"building {SOURCE.name} failed; the compiler's output is in {log}", "fix what the log names") from None
+    log.write_text(f"{' '.join(command)}\n{done.stdout}{done.stderr}", encoding="utf-8")
+    if done.returncode != 0:
+        partial.unlink(missing_ok=True)
+        raise _fail(
+            f"building {SOURCE.name} with torch {torch.__version__} failed; the compiler's output is in {log}",
+            "fix what the log names (compiler, headers), then run again",
+        )
+    os.replace(partial, library)

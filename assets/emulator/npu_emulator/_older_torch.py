@@ -43,6 +43,29 @@ def install() -> None:
     _keep_shared_parameters()
     _accept_device_tensors_in_foreach()
     _compute_amp_ops_on_the_host()
+    _only_parameter_takes_the_param_flag()
+
+
+def _only_parameter_takes_the_param_flag() -> None:
+    """``isinstance(p, UninitializedParameter)`` is False for a device parameter, as on later torch.
+
+    torch < 2.2's ``_ParameterMeta.__instancecheck__`` counts every tensor with ``_is_param`` as an instance of
+    each Parameter class, ``UninitializedParameter`` included, so DistributedDataParallel refused a module on the
+    device ("Modules with uninitialized parameters"). Later torch applies the flag to ``Parameter`` only; this is
+    that check.
+    """
+    meta = type(torch.nn.Parameter)
+    flagged = torch.Tensor()
+    flagged._is_param = True  # type: ignore[attr-defined]
+    if not isinstance(flagged, torch.nn.parameter.UninitializedParameter):
+        return  # this torch checks the flag for Parameter only
+
+    def instancecheck(cls: Any, instance: Any) -> bool:
+        if cls is torch.nn.Parameter and isinstance(instance, torch.Tensor) and getattr(instance, "_is_param", False):
+            return True
+        return super(meta, cls).__instancecheck__(instance)
+
+    meta.__instancecheck__ = instancecheck  # type: ignore[method-assign]
 
 
 def _lacks_cpu_kernel(call: Any) -> bool:

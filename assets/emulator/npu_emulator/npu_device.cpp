@@ -19,15 +19,25 @@
 #include <Python.h>
 
 #include <atomic>
+#include <mutex>
+#include <unordered_set>
 
 #include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <c10/core/Allocator.h>
 #include <c10/core/Device.h>
 #include <c10/core/ScalarType.h>
 #include <c10/core/Stream.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
-#include <c10/core/impl/HermeticPyObjectTLS.h>
+#include <c10/core/impl/alloc_cpu.h>
 #include <c10/util/Exception.h>
 #include <torch/version.h>
+
+#define NPU_EMULATOR_TORCH_BEFORE(major, minor) \
+  (TORCH_VERSION_MAJOR < (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR < (minor)))
+
+#if NPU_EMULATOR_TORCH_BEFORE(2, 10)
+#include <c10/core/impl/HermeticPyObjectTLS.h>
+#endif
 
 namespace {
 
@@ -95,18 +105,83 @@ struct EmulatedGuard final : public c10::impl::DeviceGuardImplInterface {
   void synchronizeStream(const c10::Stream& /*stream*/) const override {}
 };
 
+#if NPU_EMULATOR_TORCH_BEFORE(2, 10)
+// torch >= 2.10 keeps its Python device guard (npu_emulator._install); only the hooks below come from here.
 C10_REGISTER_GUARD_IMPL(PrivateUse1, EmulatedGuard);
+#endif
+
+// Pinned host memory, as torch_npu's NPU hooks provide it (torch-npu 2.14.0 torch_npu/csrc/core/npu/
+// NPUHooksInterface.h: getPinnedMemoryAllocator, isPinnedPtr). The emulated device is host memory, so "pinned"
+// memory is ordinary host memory from torch's CPU allocation functions; the allocator remembers which blocks it
+// handed out, so that isPinnedPtr (and Tensor.is_pinned()) answers for them. DDP's reducer copies its map of used
+// parameters through such a block (find_unused_parameters=True, static_graph=True) and asserts that it is pinned.
+// The set and its mutex are never destroyed: blocks may be freed during interpreter shutdown, after static
+// destructors would have run.
+std::mutex& pinned_mutex() {
+  static auto* mutex = new std::mutex();
+  return *mutex;
+}
+
+std::unordered_set<const void*>& pinned_blocks() {
+  static auto* blocks = new std::unordered_set<const void*>();
+  return *blocks;
+}
+
+void free_pinned(void* data) {
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex());
+    pinned_blocks().erase(data);
+  }
+  c10::free_cpu(data);
+}
+
+bool is_pinned_block(const void* data) {
+  std::lock_guard<std::mutex> lock(pinned_mutex());
+  return data != nullptr && pinned_blocks().count(data) > 0;
+}
+
+#if !NPU_EMULATOR_TORCH_BEFORE(2, 3)
+// torch >= 2.3's Allocator: allocate() is not const and copy_data() is pure virtual.
+struct EmulatedPinnedAllocator final : public c10::Allocator {
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* data = nbytes == 0 ? nullptr : c10::alloc_cpu(nbytes);
+    if (data != nullptr) {
+      std::lock_guard<std::mutex> lock(pinned_mutex());
+      pinned_blocks().insert(data);
+    }
+    return {data, data, &free_pinned, c10::Device(c10::DeviceType::CPU)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned; }
+
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+};
+
+c10::Allocator* pinned_allocator() {
+  static auto* allocator = new EmulatedPinnedAllocator();
+  return allocator;
+}
+#endif
 
 // torch 2.1 declares only getDefaultGenerator/getDeviceFromPtr (both unused here; their defaults raise torch's
 // own "register PrivateUse1HooksInterface" error); later releases derive it from AcceleratorHooksInterface,
-// whose hasPrimaryContext the autograd engine and torch.accelerator ask. Declared without `override` so that
-// it overrides where the base class has it and is a plain method where it does not.
+// whose hasPrimaryContext the autograd engine and torch.accelerator ask, and whose getPinnedMemoryAllocator
+// pinned host tensors (DDP's reducer) ask. Declared without `override` so that each overrides where the base
+// class has it and is a plain method where it does not. From torch 2.10 on these hooks replace the Python
+// backend's (torch.utils.backend_registration._DummyPrivateUse1Hook: built, available, a primary context).
 struct EmulatedHooks final : public at::PrivateUse1HooksInterface {
   bool hasPrimaryContext(c10::DeviceIndex /*device_index*/) const { return true; }
+#if !NPU_EMULATOR_TORCH_BEFORE(2, 3)
+  c10::Allocator* getPinnedMemoryAllocator() const { return pinned_allocator(); }
+  bool isPinnedPtr(const void* data) const { return is_pinned_block(data); }
+#endif
+#if !NPU_EMULATOR_TORCH_BEFORE(2, 10)
+  bool isBuilt() const { return true; }
+  bool isAvailable() const { return true; }
+#endif
 };
-
-#define NPU_EMULATOR_TORCH_BEFORE(major, minor) \
-  (TORCH_VERSION_MAJOR < (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR < (minor)))
 
 #if NPU_EMULATOR_TORCH_BEFORE(2, 4)
 }  // namespace
@@ -168,6 +243,14 @@ PyObject* device_count(PyObject* /*self*/, PyObject* /*unused*/) {
   return PyLong_FromLong(g_device_count.load());
 }
 
+PyObject* is_pinned_ptr(PyObject* /*self*/, PyObject* arg) {
+  void* data = PyLong_AsVoidPtr(arg);
+  if (data == nullptr && PyErr_Occurred()) {
+    return nullptr;
+  }
+  return PyBool_FromLong(is_pinned_block(data) ? 1 : 0);
+}
+
 PyObject* register_hooks(PyObject* /*self*/, PyObject* /*unused*/) {
   static EmulatedHooks* hooks = nullptr;
   if (hooks == nullptr) {
@@ -182,6 +265,7 @@ PyObject* register_hooks(PyObject* /*self*/, PyObject* /*unused*/) {
   Py_RETURN_NONE;
 }
 
+#if NPU_EMULATOR_TORCH_BEFORE(2, 10)
 // torch < 2.3 runs every Python kernel without a Python-key tensor argument (factories such as empty, copies
 // from a CPU tensor) in "hermetic" mode, where creating a tensor subclass with __torch_dispatch__ trips an
 // internal assert. That mode exists for multipy/torch::deploy interpreters, which the emulator never runs
@@ -195,12 +279,16 @@ PyObject* set_hermetic(PyObject* /*self*/, PyObject* arg) {
   c10::impl::HermeticPyObjectTLS::set_state(on != 0);
   return PyBool_FromLong(previous ? 1 : 0);
 }
+#endif
 
 PyMethodDef kMethods[] = {
+#if NPU_EMULATOR_TORCH_BEFORE(2, 10)
     {"set_hermetic", set_hermetic, METH_O, "Set torch's hermetic-PyObject state; returns the previous one."},
+#endif
     {"set_device_count", set_device_count, METH_O, "Set how many emulated npu devices the guard reports."},
     {"device_count", device_count, METH_NOARGS, "How many emulated npu devices the guard reports."},
     {"register_hooks", register_hooks, METH_NOARGS, "Register the PrivateUse1 hooks interface (once)."},
+    {"is_pinned_ptr", is_pinned_ptr, METH_O, "Whether an address starts a block of the emulated pinned allocator."},
 #if NPU_EMULATOR_TORCH_BEFORE(2, 4)
     {"autocast_enabled", autocast_enabled, METH_NOARGS, "Whether npu autocast is on (torch < 2.4)."},
     {"set_autocast_enabled", set_autocast_enabled, METH_O, "Turn npu autocast on or off (torch < 2.4)."},
