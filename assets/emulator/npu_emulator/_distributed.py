@@ -137,6 +137,14 @@ def _create(opts: Any, pg_options: Any) -> Any:
     return group
 
 
+def _options(name: str) -> Any:
+    """A collective's options object (torch < 2.10 exports some only from ``torch._C._distributed_c10d``)."""
+    import torch.distributed as dist
+
+    found = getattr(dist, name, None) or getattr(torch._C._distributed_c10d, name)
+    return found()
+
+
 def _regroup(hosts: list[Any], start: int, sizes: list[int]) -> tuple[list[list[Any]], int]:
     """``hosts`` from ``start`` cut back into the nested lists of ``sizes`` a collective takes; and where they end."""
     groups = []
@@ -210,27 +218,27 @@ def _group_class() -> type:
             return _finished(result)
 
         def allreduce(self, tensors: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.AllreduceOptions()
+            opts = opts if opts is not None else _options("AllreduceOptions")
             if not isinstance(tensors, list):
                 tensors = [tensors]
             return self._run(lambda h: self._gloo.allreduce(h, opts), tensors, tensors)
 
         def allreduce_coalesced(self, tensors: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.AllreduceCoalescedOptions()
+            opts = opts if opts is not None else _options("AllreduceCoalescedOptions")
             return self._run(lambda h: self._gloo.allreduce_coalesced(h, opts), tensors, tensors)
 
         def broadcast(self, tensors: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.BroadcastOptions()
+            opts = opts if opts is not None else _options("BroadcastOptions")
             if not isinstance(tensors, list):
                 tensors = [tensors]
             return self._run(lambda h: self._gloo.broadcast(h, opts), tensors, tensors)
 
         def reduce(self, tensors: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.ReduceOptions()
+            opts = opts if opts is not None else _options("ReduceOptions")
             return self._run(lambda h: self._gloo.reduce(h, opts), tensors, tensors)
 
         def allgather(self, output_lists: Any, inputs: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.AllgatherOptions()
+            opts = opts if opts is not None else _options("AllgatherOptions")
             flat = [t for group in output_lists for t in group]
             sizes = [len(group) for group in output_lists]
 
@@ -241,11 +249,11 @@ def _group_class() -> type:
             return self._run(call, [*flat, *inputs], output_lists)
 
         def _allgather_base(self, output: Any, input: Any, opts: Any = None) -> Any:  # noqa: A002
-            opts = opts if opts is not None else dist.AllgatherOptions()
+            opts = opts if opts is not None else _options("AllgatherOptions")
             return self._run(lambda h: self._gloo._allgather_base(h[0], h[1], opts), [output, input], output)
 
         def reduce_scatter(self, outputs: Any, input_lists: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.ReduceScatterOptions()
+            opts = opts if opts is not None else _options("ReduceScatterOptions")
             flat = [t for group in input_lists for t in group]
             sizes = [len(group) for group in input_lists]
 
@@ -257,13 +265,13 @@ def _group_class() -> type:
             return self._run(call, [*outputs, *flat], outputs)
 
         def _reduce_scatter_base(self, output: Any, input: Any, opts: Any = None) -> Any:  # noqa: A002
-            opts = opts if opts is not None else dist.ReduceScatterOptions()
+            opts = opts if opts is not None else _options("ReduceScatterOptions")
             return self._run(
                 lambda h: self._gloo._reduce_scatter_base(h[0], h[1], opts), [output, input], output
             )
 
         def gather(self, output_lists: Any, inputs: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.GatherOptions()
+            opts = opts if opts is not None else _options("GatherOptions")
             flat = [t for group in output_lists for t in group]
             sizes = [len(group) for group in output_lists]
 
@@ -274,7 +282,7 @@ def _group_class() -> type:
             return self._run(call, [*flat, *inputs], output_lists)
 
         def scatter(self, outputs: Any, input_lists: Any, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.ScatterOptions()
+            opts = opts if opts is not None else _options("ScatterOptions")
             flat = [t for group in input_lists for t in group]
             sizes = [len(group) for group in input_lists]
 
@@ -286,7 +294,7 @@ def _group_class() -> type:
             return self._run(call, [*outputs, *flat], outputs)
 
         def barrier(self, opts: Any = None) -> Any:
-            opts = opts if opts is not None else dist.BarrierOptions()
+            opts = opts if opts is not None else _options("BarrierOptions")
             self._gloo.barrier(opts).wait()
             return _finished([])
 

@@ -24,11 +24,11 @@ import torch.distributed as dist
 """
 
 
-# torch >= 2.10 registers the device from Python; older torch runs the emulator through its C++ extension, where
-# the hccl process group is not emulated (it raises and says why; see the last test).
+# torch >= 2.10 registers the device from Python; older torch through the emulator's C++ extension.
 PYTHON_BACKEND = hasattr(torch.utils.backend_registration, "_setup_privateuseone_for_python_backend")
-needs_hccl = pytest.mark.skipif(
-    not PYTHON_BACKEND, reason="the emulated hccl process group needs torch >= 2.10's Python device backend"
+needs_fsdp2_on_npu = pytest.mark.skipif(
+    not PYTHON_BACKEND,
+    reason="torch < 2.10's FSDP2 registers its copy-in kernel (all_gather_copy_in) for CUDA and CPU only, not npu",
 )
 
 
@@ -132,7 +132,6 @@ def test_nccl_is_not_built_in_without_transfer_to_npu() -> None:
     assert done.stdout.strip() == "Distributed package doesn't have NCCL built in"
 
 
-@needs_hccl
 def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
     done = _torchrun(
         tmp_path,
@@ -164,7 +163,6 @@ def test_ddp_on_two_ranks_all_reduces_gradients(tmp_path: Path) -> None:
     assert lines == ["rank 0 hccl npu:0 True 3.0", "rank 1 hccl npu:1 True 3.0"], done.stdout
 
 
-@needs_hccl
 def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
     started = time.monotonic()
     done = _torchrun(
@@ -187,7 +185,7 @@ def test_a_rank_that_skips_a_collective_times_out(tmp_path: Path) -> None:
     assert "Timed out" in done.stderr or "timed out" in done.stderr.lower(), done.stderr[-3000:]
 
 
-@needs_hccl
+@needs_fsdp2_on_npu
 def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
     done = _torchrun(
         tmp_path,
@@ -216,22 +214,6 @@ def test_fsdp2_shards_over_a_device_mesh_of_two_ranks(tmp_path: Path) -> None:
     assert lines == ["rank 0 npu npu:0 (8, 4)", "rank 1 npu npu:1 (8, 4)"], done.stdout
 
 
-@pytest.mark.skipif(PYTHON_BACKEND, reason="torch >= 2.10 emulates the hccl process group")
-def test_hccl_says_why_it_cannot_start_on_older_torch() -> None:
-    done = _python(
-        """
-        import tempfile
-        from npu_emulator import EmulatedNPUError
-        try:
-            dist.init_process_group("hccl", rank=0, world_size=1, init_method="file://" + tempfile.mktemp())
-        except EmulatedNPUError as error:
-            print(error)
-        """
-    )
-    assert done.returncode == 0, done.stderr
-    assert "hccl process group needs torch >= 2.10" in done.stdout, done.stdout
-
-
 DDP_OPTIONS = """
 rank = int(os.environ["LOCAL_RANK"])
 device = os.environ["DDP_DEVICE"]
@@ -255,7 +237,6 @@ dist.destroy_process_group()
 """
 
 
-@needs_hccl
 def test_ddp_options_train_on_two_emulated_ranks_as_on_two_cpu_ranks(tmp_path: Path) -> None:
     import json
 
@@ -270,8 +251,67 @@ def test_ddp_options_train_on_two_emulated_ranks_as_on_two_cpu_ranks(tmp_path: P
             assert torch.allclose(torch.tensor(cpu[key]), torch.tensor(npu[key]), atol=1e-6), key
 
 
-@needs_hccl
-def test_ddp_that_needs_pinned_host_memory_is_an_emulator_limitation_naming_the_option() -> None:
+# A module with a layer that no step uses: DDP must be told (find_unused_parameters=True), or be given a static
+# graph, and both make its reducer copy its map of used parameters through pinned host memory.
+UNUSED_LAYER = """
+import json
+rank = int(os.environ["LOCAL_RANK"])
+device, option = os.environ["DDP_DEVICE"], os.environ["DDP_OPTION"]
+dist.init_process_group("hccl" if device == "npu" else "gloo")
+if device == "npu":
+    torch.npu.set_device(rank)
+torch.manual_seed(0)
+
+
+class WithUnusedLayer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first, self.second = torch.nn.Linear(4, 8), torch.nn.Linear(8, 2)
+        self.unused = torch.nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.second(torch.relu(self.first(x)))
+
+
+model = WithUnusedLayer().to(device)
+ddp = torch.nn.parallel.DistributedDataParallel(model, **{option: True})
+opt = torch.optim.SGD(ddp.parameters(), lr=0.1)
+generator = torch.Generator().manual_seed(rank)
+losses = []
+for _ in range(3):
+    loss = ddp(torch.randn(8, 4, generator=generator).to(device)).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+    losses.append(loss.item())
+state = {k: v.cpu().tolist() for k, v in model.state_dict().items()}
+with open(f"{device}{rank}.json", "w") as out:
+    json.dump({"losses": losses, "state": state}, out)
+dist.destroy_process_group()
+"""
+
+
+@pytest.mark.parametrize("option", ["find_unused_parameters", "static_graph"])
+def test_ddp_with_an_unused_layer_trains_on_two_emulated_ranks_as_on_two_cpu_ranks(tmp_path: Path, option: str) -> None:
+    import json
+
+    for device in ("cpu", "npu"):
+        done = _torchrun(tmp_path, UNUSED_LAYER, DDP_DEVICE=device, DDP_OPTION=option)
+        assert done.returncode == 0, done.stderr[-4000:]
+    for rank in (0, 1):
+        cpu = json.loads((tmp_path / f"cpu{rank}.json").read_text())
+        npu = json.loads((tmp_path / f"npu{rank}.json").read_text())
+        assert npu["losses"] == cpu["losses"], (rank, npu["losses"], cpu["losses"])
+        assert npu["state"] == cpu["state"], rank
+    # DDP reduced the gradients: both ranks hold the same weights after steps on different data.
+    first, second = (json.loads((tmp_path / f"npu{rank}.json").read_text()) for rank in (0, 1))
+    assert first["state"] == second["state"] and first["losses"] != second["losses"]
+
+
+@pytest.mark.skipif(not PYTHON_BACKEND, reason="torch < 2.10 needs the C++ extension for the device itself")
+def test_without_a_compiler_ddp_that_needs_pinned_host_memory_is_an_emulator_limitation_naming_the_option(
+    tmp_path: Path,
+) -> None:
     done = _python(
         """
         from npu_emulator._errors import EmulatorLimitation
@@ -284,12 +324,15 @@ def test_ddp_that_needs_pinned_host_memory_is_an_emulator_limitation_naming_the_
             except EmulatorLimitation as error:
                 assert f"DistributedDataParallel({option}=True)" in str(error), error
                 assert "pinned" in str(error) and f"{option}=False" in str(error), error
+                assert "no-such-compiler" in str(error) and "install a C++ compiler" in str(error), error
             else:
                 raise AssertionError(f"{option}=True was accepted")
         cpu = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2), find_unused_parameters=True)
         print("ok", type(cpu).__name__)
         dist.destroy_process_group()
-        """
+        """,
+        CXX="no-such-compiler",
+        NPU_PATCHER_EMULATOR_BUILD_DIR=str(tmp_path / "empty"),
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["ok", "DistributedDataParallel"]

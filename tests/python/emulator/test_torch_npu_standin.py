@@ -331,20 +331,12 @@ def test_transfer_to_npu_remaps_cuda(which: str, tmp_path: Path) -> None:
         import tempfile
         store = tempfile.NamedTemporaryFile(delete=False).name
         assert torch.distributed.is_nccl_available() is True  # transfer_to_npu: is_nccl_available = is_hccl_available
-        if npu_emulator._install.backend() == "python":
-            torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
-            assert torch.distributed.get_backend() == "hccl", torch.distributed.get_backend()
-            total = torch.ones(2, device="cuda")
-            torch.distributed.all_reduce(total)
-            assert total.device.type == "npu" and total.tolist() == [1.0, 1.0]
-            torch.distributed.destroy_process_group()
-        else:  # torch < 2.10: the hccl group is not emulated, and says so under the remapped name
-            try:
-                torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
-            except npu_emulator.EmulatedNPUError as error:
-                assert "hccl process group" in str(error), error
-            else:
-                raise AssertionError("the hccl process group should not start on this torch")
+        torch.distributed.init_process_group("nccl", rank=0, world_size=1, init_method="file://" + store)
+        assert torch.distributed.get_backend() == "hccl", torch.distributed.get_backend()
+        total = torch.ones(2, device="cuda")
+        torch.distributed.all_reduce(total)
+        assert total.device.type == "npu" and total.tolist() == [1.0, 1.0]
+        torch.distributed.destroy_process_group()
         print("remapped", len(checks))
         """
     )
