@@ -5,8 +5,9 @@
   (which rewrites ``nccl`` to ``hccl``, ``contrib/transfer_to_npu.py`` ``_wrapper_hccl``) and
   ``dist.get_backend()`` all see ``hccl``. Its process group runs each collective with gloo on the host tensors
   behind the device tensors, in place, so results land in the device tensors; DDP (parameter broadcast at
-  construction, gradient buckets), ``all_reduce``, ``broadcast``, ``all_gather``, ``reduce_scatter`` and
-  ``barrier`` work. Collectives are synchronous.
+  construction, gradient buckets, ``find_unused_parameters``/``static_graph`` where the C++ hooks give pinned
+  host memory), ``all_reduce``, ``broadcast``, ``all_gather``, ``reduce_scatter`` and ``barrier`` work, on every
+  torch of the matrix. Collectives are synchronous.
 - NCCL is unavailable, as with the CPU build of torch that torch_npu runs on: ``init_process_group("nccl")``
   raises torch's own ``Distributed package doesn't have NCCL built in`` unless ``transfer_to_npu`` rewrote it.
 - ``NPU_EMULATOR_COLLECTIVE_TIMEOUT`` (seconds) caps the process group's timeout, so that a rank waiting for a

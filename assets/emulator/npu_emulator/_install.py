@@ -140,10 +140,11 @@ def _sdpa(
 def install() -> None:
     """Register the emulated ``npu`` device type and the ``torch.npu`` module (idempotent).
 
-    torch >= 2.10 registers the device guard and hooks from Python; older torch gets them from the small C++
-    extension of :mod:`npu_emulator._native` (built on first use). Raises :class:`EmulatedNPUError` when that
-    extension cannot be built (naming what is missing) or when another backend already owns PrivateUse1 (e.g.
-    the real ``torch_npu`` was imported).
+    torch >= 2.10 registers the device guard from Python, and the hooks from the small C++ extension of
+    :mod:`npu_emulator._native` (built on first use) when a compiler is present, else from Python; older torch
+    gets both from that extension. Raises :class:`EmulatedNPUError` when older torch's extension cannot be built
+    (naming what is missing) or when another backend already owns PrivateUse1 (e.g. the real ``torch_npu`` was
+    imported).
     """
     if _state["installed"]:
         return

@@ -1,9 +1,11 @@
-"""The emulated device's native part on torch < 2.10: ``npu_device.cpp``, built on first use.
+"""The emulated device's native part: ``npu_device.cpp``, built on first use.
 
 torch releases before 2.10 cannot register a PrivateUse1 device guard from Python, and without one torch's C++
 core refuses indexing and ``backward()`` on the device. ``npu_device.cpp`` (beside this file) registers the guard
-and the PrivateUse1 hooks; it is compiled once per torch version, Python version and source with ``torch.utils.cpp_extension``
-(ninja and the machine's C++ compiler) into a cache folder: ``$NPU_PATCHER_EMULATOR_BUILD_DIR``, else
+there and, on every torch, the PrivateUse1 hooks (with a pinned-memory allocator, which torch >= 2.10's Python
+hooks lack and DDP's reducer needs). It is compiled once per torch version, Python version and source with
+``torch.utils.cpp_extension`` (ninja and the machine's C++ compiler; without ninja, one compiler call with the
+same flags) into a cache folder: ``$NPU_PATCHER_EMULATOR_BUILD_DIR``, else
 ``$XDG_CACHE_HOME/npu-patcher/emulator-ext``, else ``~/.cache/npu-patcher/emulator-ext``. A file lock makes
 parallel processes build it once. Everything else (tensors, ops, restrictions) stays in Python and is the same on
 every torch version.

@@ -1,20 +1,21 @@
-// The native half of the emulated `npu` device on torch releases without Python PrivateUse1 backends
-// (torch < 2.10, which lack torch.utils.backend_registration._setup_privateuseone_for_python_backend).
+// The native half of the emulated `npu` device.
 //
-// torch's C++ core asks every device type for a device guard (the current device, streams, the device
-// count): without one, indexing, backward() and device guards fail with "PyTorch is not linked with
-// support for npu devices". This file registers a guard for PrivateUse1 and, where the torch release
-// declares one, the PrivateUse1 hooks interface. Nothing else lives here: tensors on the emulated device
-// stay npu_emulator's NPUTensor wrappers, and every op on them goes through its __torch_dispatch__ and the
-// one restriction table of npu_emulator._rules, as on torch >= 2.10.
+// On torch < 2.10 (no Python PrivateUse1 backends: torch.utils.backend_registration lacks
+// _setup_privateuseone_for_python_backend) torch's C++ core asks every device type for a device guard (the
+// current device, streams, the device count): without one, indexing, backward() and device guards fail with
+// "PyTorch is not linked with support for npu devices". This file registers a guard for PrivateUse1 there and,
+// on every torch, the PrivateUse1 hooks interface, whose pinned-memory allocator (torch >= 2.3) DDP's reducer
+// needs and torch's Python hooks of torch >= 2.10 cannot give. Nothing else lives here: tensors on the emulated
+// device stay npu_emulator's NPUTensor wrappers, and every op on them goes through its __torch_dispatch__ and
+// the one restriction table of npu_emulator._rules, on every torch.
 //
 // The guard answers as the Python guard of torch >= 2.10 does for a one-stream device: every op is
 // synchronous, so events are no-ops and streams are the default stream. The device count is set from
 // Python at install time (set_device_count), so several emulated devices can exist.
 //
-// Built on first use by npu_emulator._native with torch.utils.cpp_extension.load; the module name comes
-// from TORCH_EXTENSION_NAME, which that build defines. Plain CPython C API: no pybind11, so the build
-// stays short.
+// Built on first use by npu_emulator._native (torch.utils.cpp_extension.load, or one compiler call without
+// ninja); the module name comes from TORCH_EXTENSION_NAME, which that build defines. Plain CPython C API: no
+// pybind11, so the build stays short.
 
 #include <Python.h>
 

@@ -224,6 +224,7 @@ fn launch(cli: &Cli) -> Result<u8> {
         plan.changes
             .insert(EXIT_MARKER.into(), Some(dir.path().as_os_str().to_owned()));
     }
+    let log_path = log.path.clone();
     let finished = launch::run(&command, &plan, Some(log))?;
     for note in &finished.notes {
         eprintln!("npu-train: warning: {note}");
@@ -233,6 +234,16 @@ fn launch(cli: &Cli) -> Result<u8> {
     });
     if let Some(note) = abort_at_exit(finished.signal, finished.code, finished_programs) {
         eprintln!("npu-train: {note}");
+    } else if finished.code != 0 {
+        let tail = std::fs::read(&log_path)
+            .map(|bytes| {
+                let start = bytes.len().saturating_sub(64 * 1024);
+                String::from_utf8_lossy(&bytes[start..]).into_owned()
+            })
+            .unwrap_or_default();
+        if let Some(note) = abort_during_run(&tail, banner.is_some(), &log_path) {
+            eprintln!("npu-train: {note}");
+        }
     }
     if banner.is_some() {
         eprintln!(
@@ -262,9 +273,76 @@ pub fn abort_at_exit(signal: Option<i32>, code: u8, finished_programs: usize) ->
     })
 }
 
+/// What a process prints when it aborts without a Python exception (`std::terminate`, a C++
+/// assertion), and torchrun's report of a rank that SIGABRT ended.
+const ABORT_MARKERS: [&str; 5] = [
+    "terminate called",
+    "Fatal Python error: Aborted",
+    "Aborted (core dumped)",
+    "SIGABRT",
+    "exitcode  : -6",
+];
+
+/// What to say when a failed run's output (`tail`, the end of its log) shows a process that
+/// aborted while the program ran: the abort, the last line printed before it (what was running)
+/// and, on the emulated npu, that it is an emulator fault.
+pub fn abort_during_run(tail: &str, emulated: bool, log: &std::path::Path) -> Option<String> {
+    let lines: Vec<&str> = tail.lines().collect();
+    let at = lines
+        .iter()
+        .position(|line| ABORT_MARKERS.iter().any(|m| line.contains(m)))?;
+    let message = lines[at].trim();
+    let before = lines[..at]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty())
+        .map_or_else(|| "nothing".to_owned(), |l| format!("`{l}`"));
+    let cause = if emulated {
+        "an emulator fault of the emulated npu, not an error of the training code (the emulator reports what \
+         it cannot do as EmulatedNPUError or EmulatorLimitation, never by aborting); report it with the log, \
+         and try the same command on CPU ranks or on an NPU"
+    } else {
+        "an abort inside torch, torch_npu or a C++ extension, not a Python error of the training code; rerun \
+         with TORCH_SHOW_CPP_STACKTRACES=1 to see where"
+    };
+    Some(format!(
+        "a process of the run aborted while the program was running (`{message}`); the last line before it: \
+         {before}; {cause} ({})",
+        log.display()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
-    use super::abort_at_exit;
+    use super::{abort_at_exit, abort_during_run};
+    use std::path::Path;
+
+    #[test]
+    fn a_rank_that_aborts_mid_run_is_named_with_what_ran_and_on_the_emulator_an_emulator_fault() {
+        let tail = "[default0]:step 0 loss 0.25\n[default0]:terminate called without an active exception\n\
+                    exitcode  : -6 (pid: 12)\n";
+        let note = abort_during_run(tail, true, Path::new("logs/train_1.log")).unwrap();
+        assert!(
+            note.contains("`[default0]:terminate called without an active exception`"),
+            "{note}"
+        );
+        assert!(note.contains("`[default0]:step 0 loss 0.25`"), "{note}");
+        assert!(
+            note.contains("an emulator fault") && note.contains("logs/train_1.log"),
+            "{note}"
+        );
+        let real = abort_during_run(tail, false, Path::new("l.log")).unwrap();
+        assert!(
+            real.contains("TORCH_SHOW_CPP_STACKTRACES=1") && !real.contains("emulator fault"),
+            "{real}"
+        );
+        // A Python error is not an abort.
+        assert_eq!(
+            abort_during_run("Traceback\nValueError: x\n", true, Path::new("l.log")),
+            None
+        );
+    }
 
     #[test]
     fn an_abort_after_finished_programs_is_an_abort_at_exit() {

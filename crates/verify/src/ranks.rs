@@ -137,7 +137,13 @@ fn devices(fact: &Value, key: &str) -> Vec<String> {
 }
 
 /// The `MODE.ranks` check of a distributed run of `expected` processes (one machine).
-pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32) -> Check {
+pub fn ranks_check(
+    mode: &str,
+    ranks: &[RankOutcome],
+    expected: u32,
+    nnodes: u32,
+    emulated: bool,
+) -> Check {
     let name = format!("{mode}.ranks");
     let mut problems = Problems::default();
     let mut remedies: Vec<&str> = Vec::new();
@@ -148,10 +154,13 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
     let mut steps_min: Option<u64> = None;
     for rank in ranks {
         let mut row = json!({"rank": rank.rank, "started": rank.started, "finished": rank.done});
+        if !rank.done {
+            let (problem, remedy) = unfinished(rank, emulated);
+            problems.add(rank.rank, problem);
+            remedies.push(remedy);
+        }
         let Some(fact) = &rank.fact else {
             if !rank.done {
-                let last = last_line(&rank.tail);
-                problems.add(rank.rank, format!("did not finish (last output: {last})"));
                 row["last_output"] = rank.tail.clone().into();
             }
             rows.push(row);
@@ -351,6 +360,63 @@ pub fn ranks_check(mode: &str, ranks: &[RankOutcome], expected: u32, nnodes: u32
     }
 }
 
+/// What the C++ runtime prints when a process aborts without a Python exception (an exception
+/// escaping a `noexcept` function, `std::terminate`, a failed C++ assertion), and the shell's word.
+const ABORT_MARKERS: [&str; 4] = [
+    "terminate called",
+    "Fatal Python error: Aborted",
+    "Aborted (core dumped)",
+    "SIGABRT",
+];
+
+const UNFINISHED_REMEDY: &str = "a rank that stops ends its peers' collectives too: read the first failing rank's last \
+     output (its log is kept beside the report) and fix that error first";
+const ABORT_REMEDY: &str = "an abort inside torch, torch_npu or a C++ extension, not a Python error of the \
+     program: run that rank's command by hand with TORCH_SHOW_CPP_STACKTRACES=1 to see where it aborts";
+const EMULATED_ABORT_REMEDY: &str = "an emulator fault, not an error of the program (the emulated npu reports \
+     what it cannot do as EmulatedNPUError or EmulatorLimitation, never by aborting): report it with the rank's \
+     log; pre-flight the rest on CPU ranks (without --emulate-npu) or on an NPU";
+
+/// The problem an unfinished rank shows and its remedy: an abort names what the rank was running
+/// (the last check it reached and the last line it printed before the abort).
+fn unfinished(rank: &RankOutcome, emulated: bool) -> (String, &'static str) {
+    let abort = rank
+        .tail
+        .lines()
+        .position(|line| ABORT_MARKERS.iter().any(|m| line.contains(m)));
+    let Some(at) = abort else {
+        let last = last_line(&rank.tail);
+        return (
+            format!("did not finish (last output: {last})"),
+            UNFINISHED_REMEDY,
+        );
+    };
+    let lines: Vec<&str> = rank.tail.lines().collect();
+    let message = lines[at].trim();
+    let before = lines[..at]
+        .iter()
+        .rev()
+        .map(|l| l.trim())
+        .find(|l| !l.is_empty())
+        .map_or_else(|| "nothing".to_owned(), |l| format!("`{l}`"));
+    let check = rank
+        .checks
+        .last()
+        .map_or_else(|| "none".to_owned(), |c| format!("`{}`", c.name));
+    let who = if emulated { "on the emulated npu " } else { "" };
+    (
+        format!(
+            "aborted {who}(`{message}`) while running the program: last check reached {check}, last output \
+             before the abort {before}"
+        ),
+        if emulated {
+            EMULATED_ABORT_REMEDY
+        } else {
+            ABORT_REMEDY
+        },
+    )
+}
+
 /// The last line a rank printed before the stack dump it writes when it is stopped.
 fn last_line(tail: &str) -> &str {
     tail.lines()
@@ -426,6 +492,7 @@ mod tests {
             ],
             2,
             1,
+            false,
         );
         assert_eq!(check.status, Status::Pass, "{}", check.detail);
         let data = check.data.unwrap();
@@ -444,6 +511,7 @@ mod tests {
             ],
             2,
             1,
+            false,
         );
         assert_eq!(check.status, Status::Fail);
         assert!(
@@ -468,7 +536,7 @@ mod tests {
             fact["params_digest"] = Value::Null;
             fact["params_sharded"] = 4.into();
         }
-        let check = ranks_check("pipeline", &ranks, 2, 1);
+        let check = ranks_check("pipeline", &ranks, 2, 1, false);
         assert_eq!(check.status, Status::Pass, "{}", check.detail);
         assert!(
             check.detail.contains("4 parameters are sharded"),
@@ -486,7 +554,7 @@ mod tests {
         lost.tail = "step 1\nwaiting in all_reduce".to_owned();
         let mut nccl = rank(0, "npu:0", "a", None);
         nccl.fact.as_mut().unwrap()["requested_backend"] = "nccl".into();
-        let check = ranks_check("pipeline", &[nccl, lost], 2, 1);
+        let check = ranks_check("pipeline", &[nccl, lost], 2, 1, false);
         assert_eq!(check.status, Status::Fail);
         assert!(
             check.detail.contains("\"nccl\" at train.py:3"),
@@ -503,6 +571,54 @@ mod tests {
         assert_eq!(
             check.data.unwrap()["ranks"][1]["last_output"],
             "step 1\nwaiting in all_reduce"
+        );
+    }
+
+    #[test]
+    fn an_aborted_rank_is_an_emulator_fault_naming_what_ran_never_an_empty_remedy() {
+        let mut aborted = [
+            rank(0, "npu:0", "a", Some("hccl")),
+            rank(1, "npu:1", "a", Some("hccl")),
+        ];
+        for r in &mut aborted {
+            r.done = false;
+            r.checks = vec![Check::pass("pipeline.forward", "ok")];
+            r.tail = "step 0 loss 0.25\nterminate called without an active exception\n".to_owned();
+        }
+        let check = ranks_check("pipeline", &aborted, 2, 1, true);
+        assert_eq!(check.status, Status::Fail);
+        assert!(
+            check.detail.contains(
+                "ranks 0, 1 aborted on the emulated npu (`terminate called without an active exception`)"
+            ),
+            "{}",
+            check.detail
+        );
+        assert!(
+            check.detail.contains("`pipeline.forward`")
+                && check.detail.contains("`step 0 loss 0.25`"),
+            "{}",
+            check.detail
+        );
+        let remedy = check.remedy.clone().unwrap();
+        assert!(remedy.starts_with("an emulator fault"), "{remedy}");
+        // Not emulated: an abort in native code, with a remedy too.
+        let check = ranks_check("pipeline", &aborted, 2, 1, false);
+        assert!(
+            check
+                .remedy
+                .unwrap()
+                .contains("TORCH_SHOW_CPP_STACKTRACES=1")
+        );
+        // A rank that only stopped (no abort) still gets a remedy.
+        aborted[1].tail = "waiting in all_reduce".to_owned();
+        aborted[0].done = true;
+        let check = ranks_check("pipeline", &aborted, 2, 1, true);
+        assert_eq!(check.status, Status::Fail);
+        assert!(
+            !check.remedy.unwrap_or_default().trim().is_empty(),
+            "{}",
+            check.detail
         );
     }
 }

@@ -270,8 +270,13 @@ impl Session<'_> {
             self.report.incomplete = true;
         }
         if let Some(count) = ranks {
-            let mut check =
-                crate::ranks::ranks_check(mode, &outcome.ranks, count, self.args.nnodes);
+            let mut check = crate::ranks::ranks_check(
+                mode,
+                &outcome.ranks,
+                count,
+                self.args.nnodes,
+                self.args.emulate_npu,
+            );
             check.emulated = self.args.emulate_npu;
             self.report.checks.push(check);
         }
