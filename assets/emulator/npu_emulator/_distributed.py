@@ -51,7 +51,8 @@ def install(pinned_host_memory: bool = True, why_not: str | None = None) -> None
     if not hasattr(dist, "is_hccl_available"):
         dist.is_hccl_available = lambda: True  # type: ignore[attr-defined]
     if BACKEND.upper() not in dist.Backend._plugins:
-        kwargs = {"devices": ["npu"]} if "devices" in inspect.signature(dist.Backend.register_backend).parameters else {}
+        takes_devices = "devices" in inspect.signature(dist.Backend.register_backend).parameters
+        kwargs = {"devices": ["npu"]} if takes_devices else {}
         dist.Backend.register_backend(BACKEND, _create, extended_api=True, **kwargs)
     if not pinned_host_memory:
         _guard_used_parameter_map(why_not)

@@ -194,7 +194,8 @@ def _compile_directly(compiler: str, name: str, build_dir: Path) -> None:
         done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=900)
     except (OSError, subprocess.SubprocessError) as error:
         log.write_text(f"{' '.join(command)}\n{error}\n", encoding="utf-8")
-        raise _fail(f"building {SOURCE.name} failed; the compiler's output is in {log}", "fix what the log names") from None
+        detail = f"building {SOURCE.name} failed; the compiler's output is in {log}"
+        raise _fail(detail, "fix what the log names") from None
     log.write_text(f"{' '.join(command)}\n{done.stdout}{done.stderr}", encoding="utf-8")
     if done.returncode != 0:
         partial.unlink(missing_ok=True)
