@@ -123,19 +123,30 @@ impl Candidate {
     }
 }
 
-/// The first line of the module's class (`span`) in `source` that names float64 (`float64`,
-/// `torch.double`, `.double(`).
+/// The first code line of the module's class (`span`) in `source` that names torch's float64
+/// (`torch.float64`, `torch.double`, `.double(`); comments and docstrings do not count.
 pub fn float64_line(source: &str, span: (u64, u64)) -> Option<u64> {
-    source
-        .lines()
-        .enumerate()
-        .map(|(i, l)| (u64::try_from(i).unwrap_or(u64::MAX) + 1, l))
-        .filter(|(n, _)| *n >= span.0 && *n <= span.1)
-        .find(|(_, l)| {
-            let code = l.split('#').next().unwrap_or("");
-            code.contains("float64") || code.contains("torch.double") || code.contains(".double(")
-        })
-        .map(|(n, _)| n)
+    let mut in_string = false;
+    for (index, line) in source.lines().enumerate() {
+        let number = u64::try_from(index).unwrap_or(u64::MAX) + 1;
+        let quotes = line.matches("\"\"\"").count() + line.matches("'''").count();
+        let was_in_string = in_string;
+        if quotes % 2 == 1 {
+            in_string = !in_string;
+        }
+        if number < span.0 || number > span.1 || was_in_string || quotes > 0 {
+            continue;
+        }
+        let code = line.split('#').next().unwrap_or("");
+        // numpy's float64 stays float64 under the patch: torch's names only.
+        if code.contains("torch.float64")
+            || code.contains("torch.double")
+            || code.contains(".double(")
+        {
+            return Some(number);
+        }
+    }
+    None
 }
 
 /// The runtime patches that acted at or before the divergence's step (from the port's record), and
@@ -412,7 +423,11 @@ mod tests {
         });
         let mut source = String::new();
         for n in 1..=60 {
-            source.push_str(if n == 44 {
+            source.push_str(if n == 41 {
+                "    \"\"\"A schedule computed in torch.float64.\"\"\"\n"
+            } else if n == 42 {
+                "    table = np.zeros(9, dtype=np.float64)\n"
+            } else if n == 44 {
                 "    t = torch.linspace(0, 1, 9, dtype=torch.float64)\n"
             } else {
                 "x\n"
