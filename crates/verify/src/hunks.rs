@@ -169,17 +169,6 @@ pub fn project_copy(
             "--exclude-standard",
         ],
     )?;
-    let ignored = git(
-        project,
-        &[
-            "ls-files",
-            "-z",
-            "--others",
-            "--ignored",
-            "--exclude-standard",
-            "--directory",
-        ],
-    )?;
     let io = |what: &str, path: &Path, e: std::io::Error| format!("{what} {}: {e}", path.display());
     std::fs::create_dir_all(dest).map_err(|e| io("cannot create", dest, e))?;
     for rel in listed.split('\0').filter(|p| !p.is_empty()) {
@@ -201,6 +190,65 @@ pub fn project_copy(
             std::fs::copy(&from, &to).map_err(|e| io("cannot copy", &from, e))?;
         }
     }
+    link_ignored(project, dest)?;
+    let target = dest.join(file);
+    std::fs::write(&target, text).map_err(|e| io("cannot write", &target, e))?;
+    Ok(dest.to_owned())
+}
+
+/// The project as it was at `rev`, extracted at `dest` (`git archive`: the repository's worktrees and
+/// index are not touched), with what `.gitignore` leaves out in the working tree (data,
+/// checkpoints) linked in; the full commit id.
+pub fn checkout(project: &Path, rev: &str, dest: &Path) -> Result<String, String> {
+    let spec = format!("{rev}^{{commit}}");
+    let commit = git(project, &["rev-parse", "--verify", "--quiet", &spec])
+        .map_err(|_| {
+            format!(
+                "`{rev}` is not a commit of the repository at {}",
+                project.display()
+            )
+        })?
+        .trim()
+        .to_owned();
+    std::fs::create_dir_all(dest).map_err(|e| format!("cannot create {}: {e}", dest.display()))?;
+    let archive = dest.with_extension("tar");
+    let archive_arg = archive.display().to_string();
+    // Run in the project's folder, `git archive` takes that folder only, its paths relative to it.
+    git(
+        project,
+        &["archive", "--format=tar", "-o", &archive_arg, &commit],
+    )?;
+    let out = Command::new("tar")
+        .arg("-xf")
+        .arg(&archive)
+        .arg("-C")
+        .arg(dest)
+        .output()
+        .map_err(|e| format!("cannot run tar: {e}"))?;
+    let _ = std::fs::remove_file(&archive);
+    if !out.status.success() {
+        return Err(format!(
+            "tar could not extract {rev}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
+    }
+    link_ignored(project, dest)?;
+    Ok(commit)
+}
+
+/// Link what `.gitignore` leaves out of `project` (data, checkpoints) into `dest`.
+fn link_ignored(project: &Path, dest: &Path) -> Result<(), String> {
+    let ignored = git(
+        project,
+        &[
+            "ls-files",
+            "-z",
+            "--others",
+            "--ignored",
+            "--exclude-standard",
+            "--directory",
+        ],
+    )?;
     for rel in ignored.split('\0').filter(|p| !p.is_empty()) {
         let rel = rel.trim_end_matches('/');
         if rel.ends_with("__pycache__") {
@@ -211,13 +259,12 @@ pub fn project_copy(
             continue;
         }
         if let Some(parent) = to.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| io("cannot create", parent, e))?;
+            std::fs::create_dir_all(parent)
+                .map_err(|e| format!("cannot create {}: {e}", parent.display()))?;
         }
-        link(&project.join(rel), &to).map_err(|e| io("cannot link", &to, e))?;
+        link(&project.join(rel), &to).map_err(|e| format!("cannot link {}: {e}", to.display()))?;
     }
-    let target = dest.join(file);
-    std::fs::write(&target, text).map_err(|e| io("cannot write", &target, e))?;
-    Ok(dest.to_owned())
+    Ok(())
 }
 
 #[cfg(unix)]

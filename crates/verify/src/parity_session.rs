@@ -2,6 +2,7 @@
 //! the port diverges, run again with one candidate cause undone at a time to say why
 //! ([`crate::parity_why`]); when none explains it, an msprobe configuration for an op-level look.
 
+use crate::cli::ReferenceDevice;
 use crate::hunks;
 use crate::parity_why::{self, Effect, Kind, Place};
 use crate::report::{Check, Status};
@@ -128,6 +129,17 @@ impl Session<'_> {
             let same = reference["device"] == "cpu" && emulated;
             (reference, None, same)
         } else {
+            let cuda = self.args.reference_device == ReferenceDevice::Cuda;
+            if cuda && !self.cuda_present() {
+                return;
+            }
+            let checkout = match &self.args.reference_rev {
+                Some(rev) => match self.reference_checkout(rev) {
+                    Some(dir) => Some(dir),
+                    None => return,
+                },
+                None => None,
+            };
             let mut reference_request = base.clone();
             reference_request["emulate"] = false.into();
             reference_request["emulator_dir"] = serde_json::Value::Null;
@@ -138,24 +150,32 @@ impl Session<'_> {
                 "role": "reference", "record": dir.join("parity-reference.json").display().to_string(),
                 "batches_out": batches_file.display().to_string(), "no_patches": true,
             });
-            let Some(reference) =
-                self.parity_run("reference", reference_request.clone(), shell, false)
-            else {
+            // --reference-rev: both reference runs in the checkout of that revision.
+            let port_root = self.root.clone();
+            if let Some(checkout) = &checkout {
+                rebase(&mut reference_request, &port_root, checkout);
+                self.root.clone_from(checkout);
+            }
+            let reference = self.parity_run("reference", reference_request.clone(), shell, false);
+            let noise = reference.as_ref().and_then(|reference| {
+                // The reference's own noise floor: the same run with another thread count.
+                let threads = reference["threads"].as_u64().unwrap_or(1);
+                reference_request["parity"] = serde_json::json!({
+                    "role": "reference-noise", "record": dir.join("parity-noise.json").display().to_string(),
+                    "batches_in": batches_file.display().to_string(), "no_patches": true,
+                    "threads": if threads > 1 { 1 } else { 2 },
+                });
+                self.parity_run("reference-noise", reference_request, shell, false)
+            });
+            self.root = port_root;
+            let Some(reference) = reference else {
                 return;
             };
-            // The reference's own noise floor: the same run with another thread count.
-            let threads = reference["threads"].as_u64().unwrap_or(1);
-            reference_request["parity"] = serde_json::json!({
-                "role": "reference-noise", "record": dir.join("parity-noise.json").display().to_string(),
-                "batches_in": batches_file.display().to_string(), "no_patches": true,
-                "threads": if threads > 1 { 1 } else { 2 },
-            });
-            let noise = self.parity_run("reference-noise", reference_request, shell, false);
             port_request["parity"] = serde_json::json!({
                 "role": "port", "record": dir.join("parity-port.json").display().to_string(),
                 "batches_in": batches_file.is_file().then(|| batches_file.display().to_string()),
             });
-            (reference, noise, emulated)
+            (reference, noise, emulated && !cuda)
         };
         let Some(port) = self.parity_run("port", port_request.clone(), shell, emulated) else {
             return;
@@ -391,6 +411,71 @@ impl Session<'_> {
         self.extra_env = saved_env;
         self.root = saved_root;
         record.ok_or_else(|| why.unwrap_or_else(|| "the run recorded nothing".to_owned()))
+    }
+
+    /// `--reference-device cuda`: whether the interpreter's torch sees a CUDA GPU; when not, the
+    /// runs cannot be aligned (`parity.align`, exit 2).
+    fn cuda_present(&mut self) -> bool {
+        let out = std::process::Command::new(&self.interpreter.program)
+            .args(&self.interpreter.args)
+            .args([
+                "-c",
+                "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)",
+            ])
+            .current_dir(&self.root)
+            .output();
+        let why = match out {
+            Ok(out) if out.status.success() => return true,
+            Ok(out) if out.status.code() == Some(3) => {
+                "torch sees no CUDA GPU on this machine".to_owned()
+            }
+            Ok(out) => format!(
+                "the interpreter cannot import torch: {}",
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or("")
+                    .trim()
+            ),
+            Err(e) => format!("the interpreter cannot start: {e}"),
+        };
+        self.report.checks.push(Check::fail(
+            "parity.align",
+            format!("--reference-device cuda: {why}"),
+            "run it where a CUDA GPU and a CUDA build of torch are (or make a record there with \
+             `--parity --record FILE` and use `--compare FILE` here), or drop --reference-device for a CPU reference",
+        ));
+        self.report.incomplete = true;
+        false
+    }
+
+    /// `--reference-rev REV`: the project at REV, extracted into the workspace; None when it
+    /// cannot be (`parity.align`, exit 2).
+    fn reference_checkout(&mut self, rev: &str) -> Option<PathBuf> {
+        let dest = self.workspace.path().join("reference-rev");
+        match hunks::checkout(&self.root, rev, &dest) {
+            Ok(commit) => {
+                self.report.checks.push(Check::pass(
+                    "parity.reference_rev",
+                    format!(
+                        "the reference is {rev} (commit {}), extracted from git into a temporary folder and run \
+                         on the {}",
+                        commit.chars().take(12).collect::<String>(),
+                        if self.args.reference_device == ReferenceDevice::Cuda { "CUDA GPU" } else { "CPU" }
+                    ),
+                ));
+                Some(dest)
+            }
+            Err(why) => {
+                self.report.checks.push(Check::fail(
+                    "parity.align",
+                    format!("--reference-rev {rev}: {why}"),
+                    "name a commit, branch or tag of the project's repository (`git log --oneline`)",
+                ));
+                self.report.incomplete = true;
+                None
+            }
+        }
     }
 
     /// `parity.msprobe`: msprobe configurations scoped to the diverging module, and how to use them.

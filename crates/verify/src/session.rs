@@ -52,8 +52,10 @@ impl Session<'_> {
         }
         let emulate = self.parity_env.unwrap_or(self.args.emulate_npu);
         if self.parity_env == Some(false) {
-            // The reference: the CPU, with no CUDA device and no NPU backend loaded.
-            env.push(("CUDA_VISIBLE_DEVICES".into(), "".into()));
+            // The reference: the CPU (with --reference-device cuda the CUDA GPU), no NPU backend loaded.
+            if self.args.reference_device == crate::cli::ReferenceDevice::Cpu {
+                env.push(("CUDA_VISIBLE_DEVICES".into(), "".into()));
+            }
             env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
         }
         if self.parity_env == Some(true) {
