@@ -65,7 +65,7 @@ pub fn run(args: &Args) -> Result<()> {
     Ok(())
 }
 
-fn verify_binary(release: bool) -> Result<PathBuf> {
+pub(crate) fn verify_binary(release: bool) -> Result<PathBuf> {
     let root = crate::project_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let mut build = vec!["build", "--quiet", "-p", "verify"];

@@ -6,6 +6,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod accuracy;
+mod bench_parity;
 mod bench_patches;
 mod bench_progress;
 mod bench_scan;
@@ -103,6 +104,8 @@ enum Bench {
     Patches(bench_patches::Args),
     /// `npu-verify --shapes-only` on VLA-shaped programs up to OpenVLA-7B's shapes.
     Shapes(bench_shapes::Args),
+    /// `npu-verify --parity --steps 3` against a plain `--pipeline` run of the same program.
+    Parity(bench_parity::Args),
 }
 
 fn main() -> Result<()> {
@@ -122,6 +125,7 @@ fn main() -> Result<()> {
         Command::Bench(Bench::Scan(args)) => bench_scan::run(&args),
         Command::Bench(Bench::Patches(args)) => bench_patches::run(&args),
         Command::Bench(Bench::Shapes(args)) => bench_shapes::run(&args),
+        Command::Bench(Bench::Parity(args)) => bench_parity::run(&args),
         Command::Accuracy(args) => accuracy::run(&args),
         Command::Dist(args) => dist::run(&args).map(|_| ()),
         Command::Tidy => tidy::run(),

@@ -14,7 +14,11 @@ The record (one JSON object per run, ``npu-verify-parity`` version 1; docs/cli/n
   ``site`` (the module's source file and line), ``called_at`` (the project line that called it), ``inputs`` and ``outputs`` (forward) or ``outputs`` (backward: the
   gradient of the module's output): per floating tensor ``[dtype, numel, max, min, mean, l2]``; the first forward
   call of each module also has ``buffers`` (its own floating buffers by name, the same summary);
-- ``initial_param_norms``: the norms before the first step.
+- ``initial_param_norms``: the norms before the first step;
+- ``spans``: per module ``site``, ``[first, last]`` line of its class in that file;
+- ``patches``: the runtime patches of the run (``name``, ``state``: ``applied`` / ``disabled`` / ``skipped``...,
+  ``fires``), from the patchers' own reports; ``patch_fires``: where they acted, ``patch``, ``site`` (the project
+  line), ``module`` (the innermost module call in progress, else null), ``step``, ``count``.
 
 Batches: the reference saves the first DataLoader batches it draws (``batches_out``); a run given ``batches_in``
 still draws its own (so the program's random draws stay the same) and is handed the saved ones instead.
@@ -68,6 +72,75 @@ def install_no_patches():
     sys.modules["migrate_to_cloudrobo.runtime_patches"] = module
 
 
+#: The most distinct (patch, line, module, step) places remembered; later fires are counted only.
+FIRE_PLACES = 2000
+
+
+class PatchFires:
+    """Where the runtime patches act: the patch base class's counting method is wrapped once the module is loaded,
+    before a patcher installs (its patches bind the method then), and each fire is filed under the project line, the
+    module call in progress and the step."""
+
+    def __init__(self, module):
+        self.recorder = None
+        self.places = {}
+        self.extra = {}
+        self._base = getattr(module, "_Patch", None)
+        self._original = getattr(self._base, "fired", None)
+        if self._base is None or not callable(self._original):
+            self._base = None
+            return
+        original = self._original
+        watch = self
+
+        def fired(patch):
+            original(patch)
+            watch.note(getattr(patch, "name", type(patch).__name__))
+
+        self._base.fired = fired
+
+    def note(self, name):
+        recorder = self.recorder
+        if recorder is None or recorder.busy:
+            return
+        module = recorder.stack[-1][0] if recorder.stack else None
+        step = recorder.step_now()
+        site = call_site(recorder.observer.root, recorder.observer.skip_dirs) if len(self.places) < FIRE_PLACES \
+            else None
+        key = (name, site, module, step)
+        if key in self.places:
+            self.places[key] += 1
+        elif len(self.places) < FIRE_PLACES:
+            self.places[key] = 1
+        else:
+            self.extra[name] = self.extra.get(name, 0) + 1
+
+    def entries(self):
+        out = [{"patch": n, "site": s, "module": m, "step": st, "count": c}
+               for (n, s, m, st), c in self.places.items()]
+        out += [{"patch": n, "site": None, "module": None, "step": None, "count": c} for n, c in self.extra.items()]
+        return out
+
+    def uninstall(self):
+        if self._base is not None:
+            self._base.fired = self._original
+            self._base = None
+
+
+def patch_states(watch):
+    """``[{name, state, fires}]`` of every patch of the patchers the run built (the last report of a name wins)."""
+    if watch is None:
+        return []
+    found = {}
+    for report in watch.reports():
+        if not isinstance(report, list):
+            continue
+        for row in report:
+            if isinstance(row, dict) and row.get("name"):
+                found[row["name"]] = {"name": row["name"], "state": row.get("state"), "fires": row.get("fires", 0)}
+    return list(found.values())
+
+
 class Recorder(Installed):
     def __init__(self, torch, observer, batches_in=None, batches_out=None, max_batches=8):
         super().__init__()
@@ -87,6 +160,9 @@ class Recorder(Installed):
         self.replayed = 0
         self.batches_drawn = 0
         self._sites = {}
+        self.spans = {}
+        self.watch = None
+        self.fires = None
         self._buffers_seen = set()
 
     # -- statistics ----------------------------------------------------------------------------------
@@ -132,6 +208,11 @@ class Recorder(Installed):
                 path = inspect.getsourcefile(cls) or "?"
                 line = inspect.getsourcelines(cls.forward)[1]
                 site = "{}:{}".format(os.path.relpath(path) if path.startswith(os.getcwd()) else path, line)
+                try:
+                    lines, first = inspect.getsourcelines(cls)
+                    self.spans[site] = [first, first + len(lines) - 1]
+                except (OSError, TypeError):
+                    pass
             except (OSError, TypeError):
                 site = "?"
             self._sites[cls] = site
@@ -351,6 +432,9 @@ class Recorder(Installed):
             "initial_param_norms": self.initial,
             "steps": self.steps,
             "events": self.events,
+            "spans": self.spans,
+            "patches": patch_states(self.watch),
+            "patch_fires": self.fires.entries() if self.fires is not None else [],
         }
 
 

@@ -47,6 +47,11 @@ def run(request, results, setup_torch):
                 "{} cannot be imported: {}".format(request["patches_file"], watch.error),
                 "restore the shipped runtime_patches.py (`npu-assets init PROJECT --force`)",
             )
+    fires = None
+    if mode == "parity" and watch.module is not None:
+        from .parity import PatchFires
+
+        fires = PatchFires(watch.module)  # before any patch installs: they bind the counting method then
     if request.get("apply_patcher") and watch.module is not None:
         try:
             watch.apply_ourselves()
@@ -63,6 +68,10 @@ def run(request, results, setup_torch):
         batches_in = torch.load(parity["batches_in"], weights_only=False) if parity.get("batches_in") else None
         recorder = Recorder(torch, observer, batches_in=batches_in,
                             batches_out=parity.get("batches_out"), max_batches=int(request.get("steps", 2)) + 2)
+        recorder.watch = watch
+        if fires is not None:
+            fires.recorder = recorder
+            recorder.fires = fires
         recorder.install()  # before the observer: its step hook stops the program after the last step
         observer.install()
     if mode == "pipeline":
@@ -128,6 +137,8 @@ def run(request, results, setup_torch):
     else:
         code = report_data(request, results, loaders, outcome)
     watch.remove_all()
+    if fires is not None:
+        fires.uninstall()
     return code
 
 

@@ -13,11 +13,19 @@ Examples:
   npu-verify . --pipeline --emulate-npu --shapes-only --hbm-gb 64  # a 7B step without its memory: fits?
   npu-verify . --runtime --conda-env torch_npu_env --format json
   npu-verify . --parity --steps 3 --emulate-npu             # the port computes what the CPU computes?
+  npu-verify . --parity --emulate-npu --reference-rev v1.0  # ... what the project computed before the port?
   npu-verify . --pipeline -- python -m mypkg.train --config-name base
   npu-verify . --pipeline -- bash migrate_to_cloudrobo/train.sh bash examples/finetune.sh
 
 Exit status: 0 every check passed (warnings allowed), 1 a check failed, 2 verify could not run.
 The JSON report is also written to PROJECT/migrate_to_cloudrobo/verify-report.json.";
+
+/// Where the `--parity` reference runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferenceDevice {
+    Cpu,
+    Cuda,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum Format {
@@ -68,6 +76,25 @@ pub struct Args {
     /// and compare it with FILE as the reference.
     #[arg(long, value_name = "FILE", requires = "parity")]
     pub compare: Option<PathBuf>,
+
+    /// With --parity: when the port diverges, run it again at most N times to say why, each time
+    /// with one thing undone, closest to the diverging module first: a runtime patch that acted in
+    /// or around it switched off (`NPU_PATCHES_DISABLE`), or one of your diff hunks in its source
+    /// file (against the start of the port, as `npu-assets summary` finds it) reverted in a copy of
+    /// the project. 0: do not re-run.
+    #[arg(long, value_name = "N", default_value_t = crate::parity_why::DEFAULT_RUNS)]
+    pub why_runs: u32,
+
+    /// With --parity: the reference is the program as it was at git revision REV of the project
+    /// (e.g. the commit before the port), checked out in a temporary worktree and run on the CPU
+    /// (or --reference-device); the port is the working tree.
+    #[arg(long, value_name = "REV", requires = "parity", conflicts_with_all = ["record", "compare"])]
+    pub reference_rev: Option<String>,
+
+    /// With --parity: where the reference runs: `cpu` (default) or `cuda` (needs a CUDA GPU; exit 2
+    /// when there is none).
+    #[arg(long, value_enum, value_name = "DEVICE", default_value_t = ReferenceDevice::Cpu)]
+    pub reference_device: ReferenceDevice,
 
     /// Pull --batches batches from the project's data loader through the training entry.
     #[arg(long)]

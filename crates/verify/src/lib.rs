@@ -11,11 +11,15 @@ pub mod cli;
 pub mod entry;
 pub mod envcheck;
 pub mod harness;
+mod hunks;
 pub mod interpreter;
 pub mod isolate;
 pub mod launch;
+mod msprobe;
 pub mod output;
 mod parity;
+mod parity_session;
+mod parity_why;
 mod plan;
 pub mod ranks;
 pub mod record;
@@ -226,6 +230,7 @@ pub fn verify(args: &Args) -> Result<Report, Error> {
         harness_applies,
         transfer_checked: false,
         parity_env: None,
+        extra_env: Vec::new(),
     };
     session.run_all(plan);
     let mut report = session.report;

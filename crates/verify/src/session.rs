@@ -23,6 +23,9 @@ pub(crate) struct Session<'a> {
     pub transfer_checked: bool,
     /// A `--parity` run in progress: whether it runs on the emulated npu (the reference does not).
     pub parity_env: Option<bool>,
+    /// Variables set for the harness runs on top of [`Session::env`]'s (a re-run with a runtime
+    /// patch switched off).
+    pub extra_env: Vec<(String, OsString)>,
 }
 
 impl Session<'_> {
@@ -49,8 +52,10 @@ impl Session<'_> {
         }
         let emulate = self.parity_env.unwrap_or(self.args.emulate_npu);
         if self.parity_env == Some(false) {
-            // The reference: the CPU, with no CUDA device and no NPU backend loaded.
-            env.push(("CUDA_VISIBLE_DEVICES".into(), "".into()));
+            // The reference: the CPU (with --reference-device cuda the CUDA GPU), no NPU backend loaded.
+            if self.args.reference_device == crate::cli::ReferenceDevice::Cpu {
+                env.push(("CUDA_VISIBLE_DEVICES".into(), "".into()));
+            }
             env.push(("TORCH_DEVICE_BACKEND_AUTOLOAD".into(), "0".into()));
         }
         if self.parity_env == Some(true) {
@@ -80,6 +85,7 @@ impl Session<'_> {
                 collective.to_string().into(),
             ));
         }
+        env.extend(self.extra_env.iter().cloned());
         env
     }
 
@@ -94,7 +100,7 @@ impl Session<'_> {
         })
     }
 
-    fn base_request(&mut self) -> Option<serde_json::Value> {
+    pub(crate) fn base_request(&mut self) -> Option<serde_json::Value> {
         let emulator = if self.args.emulate_npu {
             let first = !self.workspace.has_emulator();
             match self.workspace.emulator(&self.root) {
@@ -196,7 +202,7 @@ impl Session<'_> {
         }
     }
 
-    fn harness(
+    pub(crate) fn harness(
         &mut self,
         mode: &str,
         request: serde_json::Value,
@@ -466,170 +472,6 @@ impl Session<'_> {
         if self.args.parity {
             self.parity(&launch, shell_words.as_deref(), trains);
         }
-    }
-
-    /// One `parity` harness run of `role`: its record, or None (the report says why and is
-    /// marked incomplete: the runs cannot be aligned).
-    fn parity_run(
-        &mut self,
-        role: &str,
-        request: serde_json::Value,
-        shell: Option<&[String]>,
-        emulated: bool,
-    ) -> Option<serde_json::Value> {
-        let record_path = request["parity"]["record"].as_str().map(PathBuf::from)?;
-        let saved_env = self.parity_env.take();
-        self.parity_env = Some(emulated);
-        let outcome = self.harness("parity", request, shell, None);
-        self.parity_env = saved_env;
-        let outcome = outcome?;
-        let ran = outcome
-            .checks
-            .iter()
-            .find(|c| c.name == format!("parity.{role}"))
-            .cloned();
-        let Some(ran) = ran else {
-            self.report.checks.push(Check::fail(
-                "parity.align",
-                format!("the {role} run recorded nothing (the harness did not finish)"),
-                "see parity.harness and the run's log",
-            ));
-            self.report.incomplete = true;
-            return None;
-        };
-        if ran.status == Status::Fail {
-            self.report.incomplete = true;
-            return None;
-        }
-        let record = std::fs::read(&record_path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
-        if record.is_none() {
-            self.report.checks.push(Check::fail(
-                "parity.align",
-                format!(
-                    "the {role} run's record {} cannot be read",
-                    record_path.display()
-                ),
-                "check $TMPDIR",
-            ));
-            self.report.incomplete = true;
-        }
-        record
-    }
-
-    /// `--parity`: the reference (CPU, no runtime patches, no emulator; twice, with different
-    /// thread counts, for its noise floor) and the port, aligned, then compared; or, with
-    /// `--record`/`--compare`, the port alone.
-    fn parity(
-        &mut self,
-        launch: &serde_json::Value,
-        shell: Option<&[String]>,
-        trains: Option<bool>,
-    ) {
-        let dir = self.workspace.path().to_owned();
-        let Some(mut base) = self.base_request() else {
-            return;
-        };
-        base["launch"] = launch.clone();
-        base["entry_trains"] = trains.into();
-        base["profile"] = false.into();
-        base["entry_named"] = (self.args.entry.is_some() || !self.args.launch.is_empty()).into();
-        let batches = |record: &std::path::Path| {
-            let mut name = record.as_os_str().to_owned();
-            name.push(".batches.pt");
-            PathBuf::from(name)
-        };
-        let emulated = self.args.emulate_npu;
-        let mut port_request = base.clone();
-        port_request["apply_patcher"] = self.harness_applies.into();
-
-        if let Some(file) = &self.args.record {
-            port_request["parity"] = serde_json::json!({
-                "role": "record", "record": file.display().to_string(),
-                "batches_out": batches(file).display().to_string(),
-            });
-            if let Some(record) = self.parity_run("record", port_request, shell, emulated) {
-                let steps = record["steps"].as_array().map_or(0, Vec::len);
-                let events = record["events"].as_array().map_or(0, Vec::len);
-                self.report.checks.push(Check::pass(
-                    "parity.record",
-                    format!(
-                        "{steps} steps, {events} module events recorded in {} (batches: {})",
-                        file.display(),
-                        batches(file).display()
-                    ),
-                ));
-            }
-            return;
-        }
-
-        let (reference, noise, same_kernels) = if let Some(file) = &self.args.compare {
-            let Some(reference) = std::fs::read(file)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-            else {
-                self.report.checks.push(Check::fail(
-                    "parity.align",
-                    format!("{} is not a parity record", file.display()),
-                    "make one with `npu-verify PROJECT --parity --record FILE`",
-                ));
-                self.report.incomplete = true;
-                return;
-            };
-            let saved = batches(file);
-            port_request["parity"] = serde_json::json!({
-                "role": "port", "record": dir.join("parity-port.json").display().to_string(),
-                "batches_in": saved.is_file().then(|| saved.display().to_string()),
-            });
-            let same = reference["device"] == "cpu" && emulated;
-            (reference, None, same)
-        } else {
-            let mut reference_request = base.clone();
-            reference_request["emulate"] = false.into();
-            reference_request["emulator_dir"] = serde_json::Value::Null;
-            reference_request["patches_file"] = serde_json::Value::Null;
-            reference_request["apply_patcher"] = false.into();
-            let batches_file = dir.join("parity-batches.pt");
-            reference_request["parity"] = serde_json::json!({
-                "role": "reference", "record": dir.join("parity-reference.json").display().to_string(),
-                "batches_out": batches_file.display().to_string(), "no_patches": true,
-            });
-            let Some(reference) =
-                self.parity_run("reference", reference_request.clone(), shell, false)
-            else {
-                return;
-            };
-            // The reference's own noise floor: the same run with another thread count.
-            let threads = reference["threads"].as_u64().unwrap_or(1);
-            reference_request["parity"] = serde_json::json!({
-                "role": "reference-noise", "record": dir.join("parity-noise.json").display().to_string(),
-                "batches_in": batches_file.display().to_string(), "no_patches": true,
-                "threads": if threads > 1 { 1 } else { 2 },
-            });
-            let noise = self.parity_run("reference-noise", reference_request, shell, false);
-            port_request["parity"] = serde_json::json!({
-                "role": "port", "record": dir.join("parity-port.json").display().to_string(),
-                "batches_in": batches_file.is_file().then(|| batches_file.display().to_string()),
-            });
-            (reference, noise, emulated)
-        };
-        let Some(port) = self.parity_run("port", port_request, shell, emulated) else {
-            return;
-        };
-        let replayed = port["batches_replayed"].as_u64().unwrap_or(0);
-        let drawn = reference["batches_drawn"].as_u64().unwrap_or(0);
-        let mut checks = crate::parity::compare(&reference, &port, noise.as_ref(), same_kernels);
-        if let Some(modules) = checks.iter_mut().find(|c| c.name == "parity.modules")
-            && let Some(data) = modules.data.as_mut()
-        {
-            data["batches_replayed"] = replayed.into();
-            data["reference_batches"] = drawn.into();
-        }
-        for check in &mut checks {
-            check.emulated = emulated;
-        }
-        self.report.checks.extend(checks);
     }
 
     /// Move what the pipeline run created in the project aside (`isolate`), and say so.

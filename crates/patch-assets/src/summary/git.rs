@@ -180,7 +180,9 @@ pub fn inventory(
     Ok(result.map_err(|e| format!("no git inventory: {e}")))
 }
 
-fn detect_base(project: &Path) -> (String, String) {
+/// The start of the port in `project`'s history: the first commit that added `migrate_to_cloudrobo/`,
+/// else HEAD, else the empty tree; with the reason, for the reader.
+pub fn detect_base(project: &Path) -> (String, String) {
     let pathspec = format!("{MIGRATE_DIR}/");
     if let Ok(out) = git(
         project,

@@ -486,6 +486,12 @@ Modules: {} — {}",
             one_line(&modules.detail)
         );
     }
+    // What the re-runs found (`parity.why`) and, when they found nothing, the msprobe configuration.
+    for (name, label) in [("parity.why", "Why"), ("parity.msprobe", "msprobe")] {
+        if let Some(check) = checks.iter().find(|c| c.name == name) {
+            let _ = write!(out, "\n\n{label}: {}", one_line(&check.detail));
+        }
+    }
     out
 }
 
@@ -603,6 +609,12 @@ mod tests {
                 "first divergence: Policy.attn (Attention)",
                 serde_json::json!({}),
             ),
+            check(
+                "parity.why",
+                "fail",
+                "your change at train.py:71 (in Policy.attn's class) makes Policy.attn compute differently",
+                serde_json::json!({}),
+            ),
         ];
         let text = parity(&checks);
         assert!(
@@ -612,6 +624,10 @@ mod tests {
         assert!(text.contains("| 2 | 0.900000 | nan | - |"), "{text}");
         assert!(
             text.contains("Modules: fail — first divergence: Policy.attn (Attention)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n\nWhy: your change at train.py:71 (in Policy.attn's class)"),
             "{text}"
         );
         assert_eq!(parity(&checks[1..]), "");

@@ -1,8 +1,9 @@
 """A small diffusion policy trained for a few steps: the program the --parity tests run.
 
 PARITY_INJECT picks an npu-only change (what a port can get wrong): `schedule` (the noise schedule in float32 on the
-npu), `half` (the action head in float16 on the npu), `mask` (npu_fusion_attention given SDPA's mask polarity);
-empty: none. The program has dropout and random augmentation either way.
+npu), `half` (the action head in float16 on the npu), `mask` (npu_fusion_attention given SDPA's mask polarity),
+`torch64` (the noise schedule computed with torch in torch.float64, which the runtime patch Float64To32 turns into
+float32 in the port); empty: none. The program has dropout and random augmentation either way.
 """
 
 import math
@@ -49,7 +50,12 @@ class NoiseSchedule(nn.Module):
         super().__init__()
         on_npu = torch_npu is not None and torch.npu.is_available()
         dtype = np.float32 if INJECT == "schedule" and on_npu else np.float64
-        signal, sigma = ddpm_tables(steps, dtype)
+        if INJECT == "torch64":
+            betas = torch.linspace(1e-4, 0.02, steps, dtype=torch.float64)
+            alphas_cumprod = torch.cumprod(1 - betas, 0)
+            signal, sigma = alphas_cumprod.sqrt().float(), (1 - alphas_cumprod).sqrt().float()
+        else:
+            signal, sigma = ddpm_tables(steps, dtype)
         self.register_buffer("signal", signal)
         self.register_buffer("sigma", sigma)
 
