@@ -152,16 +152,89 @@ pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
         || sem.scopes().iter().any(|s| {
             matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
         })
+        || only_called_at_inference(sem)
+}
+
+/// The current method is a helper of its class that only the class's inference methods call
+/// (`forward_cap`, called by `predict_answers` and nothing else, directly or through another
+/// such helper): it runs at inference, whatever its own name says. `forward` and `__call__`
+/// are the module's entry and run in the step.
+fn only_called_at_inference(sem: &Semantic<'_>) -> bool {
+    let Some(f) = sem.current_function() else {
+        return false;
+    };
+    if !f.is_method || matches!(f.name.as_str(), "forward" | "__call__") {
+        return false;
+    }
+    let Some(class) = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::ClassDef(c) => Some(c),
+        _ => None,
+    }) else {
+        return false;
+    };
+    callers_all_inference(&class.body, &f.name, 0)
+}
+
+/// Every method of `class_body` that calls `self.<name>(...)` runs only at inference, and there
+/// is at least one. A caller runs only at inference when no method of the class calls it and its
+/// name says inference (`predict_answers`), or when all its own callers run only at inference: a
+/// `q_sample` that the loss calls is training code, whatever its name says.
+fn callers_all_inference(class_body: &[Stmt], name: &str, depth: u32) -> bool {
+    let callers = self_callers(class_body, name);
+    !callers.is_empty()
+        && callers
+            .iter()
+            .all(|caller| runs_only_at_inference(class_body, caller, depth + 1))
+}
+
+fn runs_only_at_inference(class_body: &[Stmt], name: &str, depth: u32) -> bool {
+    if depth > 3 || matches!(name, "forward" | "__call__") {
+        return false;
+    }
+    let callers = self_callers(class_body, name);
+    if callers.is_empty() {
+        is_inference_name(name)
+    } else {
+        callers
+            .iter()
+            .all(|caller| runs_only_at_inference(class_body, caller, depth + 1))
+    }
+}
+
+/// The methods of `class_body` other than `name` that read `self.<name>`.
+fn self_callers<'a>(class_body: &'a [Stmt], name: &str) -> Vec<&'a str> {
+    class_body
+        .iter()
+        .filter_map(|stmt| {
+            let Stmt::FunctionDef(d) = stmt else {
+                return None;
+            };
+            let calls = d.name.as_str() != name
+                && !find(&d.body, |e| {
+                    matches!(e, Expr::Attribute(a) if a.attr.as_str() == name
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
+                })
+                .is_empty();
+            calls.then_some(d.name.as_str())
+        })
+        .collect()
 }
 
 /// The file belongs to evaluation or deployment code by its path (`eval/simpler/model_wrapper.py`,
-/// `evaluate/wrapper/…`, `deploy.py`): simulator benchmarks and robot servers, not the
-/// training step.
+/// `evaluate/wrapper/…`, `deploy.py`, a `pipelines/` package of inference pipelines): simulator
+/// benchmarks, robot servers and sampling pipelines, not the training step.
 fn in_evaluation_module(sem: &Semantic<'_>) -> bool {
     sem.module.split('.').any(|part| {
         matches!(
             part,
-            "eval" | "evals" | "evaluate" | "evaluation" | "deploy" | "deployment" | "inference"
+            "eval"
+                | "evals"
+                | "evaluate"
+                | "evaluation"
+                | "deploy"
+                | "deployment"
+                | "inference"
+                | "pipelines"
         ) || part.starts_with("eval_")
     })
 }
