@@ -344,20 +344,20 @@ fn bound_conversion_reaches_device(
     name: &str,
     func: &Function<'_>,
 ) -> bool {
-    if !sem.matches(&call.func, FROM_NUMPY) || has_keyword(call, "dtype") {
+    if !sem.matches(&call.func, FROM_NUMPY)
+        || has_keyword(call, "dtype")
+        || call
+            .args
+            .first()
+            .is_none_or(|arg| numpy_float64(sem, Some(func), arg, 0).is_none())
+    {
         return false;
     }
     let in_step = analysis::in_step_code(sem) && !analysis::in_inference_code(sem);
     let host_class = sem
         .current_class()
         .is_some_and(|c| crate::names::is_host_class(&c.name, &c.bases));
-    if in_step && !host_class {
-        return false;
-    }
-    call.args
-        .first()
-        .is_some_and(|arg| numpy_float64(sem, Some(func), arg, 0).is_some())
-        && host::name_reaches_device(sem, func, name)
+    (!in_step || host_class) && host::name_reaches_device(sem, func, name)
 }
 
 /// `call` is given the keyword `arg`.
