@@ -108,6 +108,21 @@ pub fn is_host_class(name: &str, bases: &[String]) -> bool {
         })
 }
 
+/// A test file: under a `test`/`tests`/`testing` directory, `test_*.py`, `*_test.py`,
+/// `conftest.py`.
+pub fn is_test_path(path: &str) -> bool {
+    let mut parts: Vec<&str> = path.split('/').collect();
+    let file = parts.pop().unwrap_or_default();
+    let stem = file.strip_suffix(".py").unwrap_or(file);
+    parts
+        .iter()
+        .any(|d| matches!(*d, "test" | "tests" | "testing"))
+        || stem.starts_with("test_")
+        || stem.ends_with("_test")
+        || stem == "conftest"
+        || stem == "tests"
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,16 +152,134 @@ pub fn in_inference_code(sem: &Semantic<'_>) -> bool {
         || sem.scopes().iter().any(|s| {
             matches!(&s.kind, crate::semantic::ScopeKind::Function(f) if is_inference_name(&f.name))
         })
+        || only_called_at_inference(sem)
+}
+
+/// The current method is a helper of its class that only the class's inference methods call
+/// (`forward_cap`, called by `predict_answers` and nothing else, directly or through another
+/// such helper): it runs at inference, whatever its own name says. `forward` and `__call__`
+/// are the module's entry and run in the step.
+fn only_called_at_inference(sem: &Semantic<'_>) -> bool {
+    let Some(f) = sem.current_function() else {
+        return false;
+    };
+    if !f.is_method || matches!(f.name.as_str(), "forward" | "__call__") {
+        return false;
+    }
+    let Some(class) = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::ClassDef(c) => Some(c),
+        _ => None,
+    }) else {
+        return false;
+    };
+    // Most classes have no inference method at all: then no chain of callers can end at one,
+    // which the names alone tell without walking a body.
+    let has_inference_method = class
+        .body
+        .iter()
+        .any(|s| matches!(s, Stmt::FunctionDef(d) if is_inference_name(d.name.as_str())));
+    if !has_inference_method {
+        return false;
+    }
+    let key = (
+        sem.module.clone(),
+        class.name.to_string(),
+        u32::from(class.range.start()),
+    );
+    CALLERS.with(|cache| {
+        let mut cache = cache.borrow_mut();
+        if cache.as_ref().is_none_or(|(k, _)| *k != key) {
+            *cache = Some((key, SelfCalls::of(&class.body)));
+        }
+        cache
+            .as_ref()
+            .is_some_and(|(_, calls)| calls.callers_all_inference(&f.name))
+    })
+}
+
+thread_local! {
+    /// The [`SelfCalls`] of the class last asked about, keyed by module, class name and
+    /// where the class starts: the methods of one class are checked one after another.
+    static CALLERS: std::cell::RefCell<Option<(ClassKey, SelfCalls)>> =
+        const { std::cell::RefCell::new(None) };
+}
+
+/// A class by module, name and where it starts.
+type ClassKey = (String, String, u32);
+
+/// For each method of a class, the `self.<name>` attributes its body reads: who calls whom.
+struct SelfCalls {
+    methods: Vec<(String, std::collections::HashSet<String>)>,
+}
+
+impl SelfCalls {
+    fn of(class_body: &[Stmt]) -> SelfCalls {
+        let methods = class_body
+            .iter()
+            .filter_map(|stmt| {
+                let Stmt::FunctionDef(d) = stmt else {
+                    return None;
+                };
+                let mut reads = std::collections::HashSet::new();
+                crate::walk::try_each_expr(&d.body, |e| {
+                    if let Expr::Attribute(a) = e
+                        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                    {
+                        reads.insert(a.attr.to_string());
+                    }
+                    std::ops::ControlFlow::Continue(())
+                });
+                Some((d.name.to_string(), reads))
+            })
+            .collect();
+        SelfCalls { methods }
+    }
+
+    /// The methods other than `name` that read `self.<name>`.
+    fn callers<'s>(&'s self, name: &'s str) -> impl Iterator<Item = &'s str> + 's {
+        self.methods
+            .iter()
+            .filter(move |(m, reads)| m != name && reads.contains(name))
+            .map(|(m, _)| m.as_str())
+    }
+
+    /// Every method that calls `self.<name>(...)` runs only at inference, and there is at least
+    /// one. A caller runs only at inference when no method of the class calls it and its name
+    /// says inference (`predict_answers`), or when all its own callers run only at inference: a
+    /// `q_sample` that the loss calls is training code, whatever its name says.
+    fn callers_all_inference(&self, name: &str) -> bool {
+        let mut callers = self.callers(name).peekable();
+        callers.peek().is_some() && callers.all(|caller| self.runs_only_at_inference(caller, 1))
+    }
+
+    fn runs_only_at_inference(&self, name: &str, depth: u32) -> bool {
+        if depth > 3 || matches!(name, "forward" | "__call__") {
+            return false;
+        }
+        let mut callers = self.callers(name).peekable();
+        if callers.peek().is_none() {
+            is_inference_name(name)
+        } else {
+            callers.all(|caller| self.runs_only_at_inference(caller, depth + 1))
+        }
+    }
 }
 
 /// The file belongs to evaluation or deployment code by its path (`eval/simpler/model_wrapper.py`,
-/// `evaluate/wrapper/…`, `deploy.py`): simulator benchmarks and robot servers, not the
-/// training step.
+/// `evaluate/wrapper/…`, `deploy.py`, a `pipelines/` package of inference pipelines): simulator
+/// benchmarks, robot servers and sampling pipelines, not the training step.
 fn in_evaluation_module(sem: &Semantic<'_>) -> bool {
     sem.module.split('.').any(|part| {
         matches!(
             part,
-            "eval" | "evals" | "evaluate" | "evaluation" | "deploy" | "deployment" | "inference"
+            "eval"
+                | "evals"
+                | "evaluate"
+                | "evaluation"
+                | "deploy"
+                | "deployment"
+                | "inference"
+                | "pipelines"
         ) || part.starts_with("eval_")
     })
 }

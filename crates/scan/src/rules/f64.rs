@@ -5,6 +5,7 @@
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
 mod fix;
+mod flow;
 mod host;
 mod keep;
 
@@ -103,7 +104,10 @@ impl Rule for Float64 {
                 };
                 let parent = ancestor_expr(&occ.ancestors, 1);
                 let grand = ancestor_expr(&occ.ancestors, 2);
+                let bound = flow::bound_name(occ);
                 feeds_float64_numpy(sem, call, parent, grand, Some(&func))
+                    || bound
+                        .is_some_and(|name| bound_conversion_reaches_device(sem, call, name, &func))
             })
             .map(|occ| {
                 let origin = match occ.expr {
@@ -322,11 +326,54 @@ fn feeds_float64_numpy(
         return false;
     }
     // Explicit or not, a float64 array that stays on the host is fine.
-    if !reaches_device(sem, parent) || only_dtype_cast(sem, parent, grand) {
+    if !(reaches_device(sem, parent) || made_on_device(sem, call))
+        || only_dtype_cast(sem, parent, grand)
+    {
         return false;
     }
     numpy_float64(sem, func, arg, 0).is_some()
         || (is_moved(parent) && some_branch_float64(sem, func, arg))
+}
+
+/// `t = torch.from_numpy(a)` (or `as_tensor`/`tensor`) with a float64 array `a`, where a later
+/// use of `t` takes it to the device (`t.to(device)`, `self.register_buffer("t", t)`,
+/// `nn.Parameter(t)`) before any cast: the float64 table reaches the device through the name.
+fn bound_conversion_reaches_device(
+    sem: &Semantic<'_>,
+    call: &ast::ExprCall,
+    name: &str,
+    func: &Function<'_>,
+) -> bool {
+    if !sem.matches(&call.func, FROM_NUMPY)
+        || has_keyword(call, "dtype")
+        || call
+            .args
+            .first()
+            .is_none_or(|arg| numpy_float64(sem, Some(func), arg, 0).is_none())
+    {
+        return false;
+    }
+    let in_step = analysis::in_step_code(sem) && !analysis::in_inference_code(sem);
+    let host_class = sem
+        .current_class()
+        .is_some_and(|c| crate::names::is_host_class(&c.name, &c.bases));
+    (!in_step || host_class) && host::name_reaches_device(sem, func, name)
+}
+
+/// `call` is given the keyword `arg`.
+fn has_keyword(call: &ast::ExprCall, arg: &str) -> bool {
+    call.keywords
+        .iter()
+        .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == arg))
+}
+
+/// `torch.as_tensor(a, device=d)` with a device other than the CPU: made on the device.
+fn made_on_device(sem: &Semantic<'_>, call: &ast::ExprCall) -> bool {
+    call.keywords.iter().any(|k| {
+        k.arg.as_ref().is_some_and(|a| a.as_str() == "device")
+            && !host::is_cpu_device(sem, &k.value)
+            && !matches!(&k.value, Expr::Constant(c) if matches!(c.value, ast::Constant::None))
+    })
 }
 
 /// `.to(torch.float64)`: a cast that names only dtypes keeps the tensor where it is.
@@ -455,7 +502,7 @@ fn numpy_float64(
     expr: &Expr,
     depth: u32,
 ) -> Option<NumpyF64> {
-    if depth > 3 {
+    if depth > 6 {
         return None;
     }
     match expr {
@@ -472,6 +519,16 @@ fn numpy_float64(
             let q = sem.resolve(&c.func)?;
             if !q.starts_with("numpy.") {
                 return None;
+            }
+            // `np.cumprod(alphas)`, `np.array(table)`: the result keeps a float64 input's dtype.
+            if NUMPY_KEEP_DTYPE.contains(&q.as_str())
+                && !has_keyword(c, "dtype")
+                && let Some(kind) = c
+                    .args
+                    .first()
+                    .and_then(|a| numpy_float64(sem, func, a, depth + 1))
+            {
+                return Some(kind);
             }
             // `np.exp(-k * np.arange(n))`: a float function of float64 or integer arrays.
             if NUMPY_FLOAT_UFUNCS.contains(&q.as_str()) {
@@ -518,9 +575,52 @@ fn numpy_float64(
             .or_else(|| numpy_float64(sem, func, &b.right, depth + 1))
             .or_else(|| scaled_numpy_ints(sem, expr).then_some(NumpyF64::Default)),
         Expr::UnaryOp(u) => numpy_float64(sem, func, &u.operand, depth + 1),
+        // `table[idx]`, `self.obs[batch_idx]`: indexing keeps the dtype.
+        Expr::Subscript(s) => numpy_float64(sem, func, &s.value, depth + 1),
+        // `self.obs`, a float64 array that a method of the class (`__init__`, typically)
+        // assigns to the attribute, and no method assigns it anything else.
+        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
+        {
+            let values = flow::self_attr_values(func?.class_body()?, a.attr.as_str());
+            if values.is_empty() {
+                return None;
+            }
+            let kinds: Vec<Option<NumpyF64>> = values
+                .iter()
+                .map(|(v, f)| numpy_float64(sem, Some(f), v, depth + 1))
+                .collect();
+            if kinds.iter().any(Option::is_none) {
+                return None;
+            }
+            kinds
+                .into_iter()
+                .flatten()
+                .min_by_key(|k| *k == NumpyF64::Default)
+        }
         _ => None,
     }
 }
+
+/// numpy functions whose result has the dtype of their (first) array argument.
+const NUMPY_KEEP_DTYPE: &[&str] = &[
+    "numpy.array",
+    "numpy.asarray",
+    "numpy.ascontiguousarray",
+    "numpy.copy",
+    "numpy.cumprod",
+    "numpy.cumsum",
+    "numpy.clip",
+    "numpy.abs",
+    "numpy.flip",
+    "numpy.sort",
+    "numpy.diff",
+    "numpy.repeat",
+    "numpy.tile",
+    "numpy.reshape",
+    "numpy.transpose",
+    "numpy.squeeze",
+    "numpy.expand_dims",
+];
 
 /// numpy functions whose result is float64 for integer or float64 input.
 const NUMPY_FLOAT_UFUNCS: &[&str] = &[

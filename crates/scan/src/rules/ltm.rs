@@ -294,6 +294,19 @@ impl Lightning {
                 (Some(arg), value) => {
                     if let Some(message) = trainer_arg_message(arg.as_str(), string_value(value)) {
                         cx.report(keyword.range(), message);
+                    } else if let Some((default, source)) =
+                        configured_default(cx.semantic(), cx.file().text, arg.as_str(), value)
+                        && let Some(message) = trainer_arg_message(arg.as_str(), Some(default))
+                    {
+                        cx.report(
+                            keyword.range(),
+                            format!(
+                                "{message} (the value comes from `{}`, whose {source} in this \
+                                 file is \"{default}\"; check that the configuration used to \
+                                 train does not override it)",
+                                cx.slice(value.range())
+                            ),
+                        );
                     }
                 }
                 // `Trainer(**trainer_kwargs)`: the arguments are the entries of a dict built in
@@ -316,6 +329,87 @@ impl Lightning {
             }
         }
     }
+}
+
+/// Trainer arguments whose CUDA value may come from a configuration default.
+const CONFIGURED_ARGS: &[&str] = &["accelerator", "amp_backend"];
+
+/// For a Trainer argument passed from configuration (`accelerator=args.accelerator`,
+/// `accelerator=cfg.accelerator`, `accelerator=accelerator`), the CUDA-only default the file
+/// gives that setting, and where: an argparse option (`add_argument("--accelerator",
+/// default="gpu")`), a dataclass or config-class field (`accelerator: str = "gpu"`), a
+/// parameter default or an assignment of the same name.
+fn configured_default<'t>(
+    sem: &crate::semantic::Semantic<'t>,
+    text: &'t str,
+    arg: &str,
+    value: &Expr,
+) -> Option<(&'t str, &'static str)> {
+    if !CONFIGURED_ARGS.contains(&arg) {
+        return None;
+    }
+    let setting = match value {
+        Expr::Attribute(a) => a.attr.as_str(),
+        // A local name: the enclosing function's parameter default or assignments decide.
+        Expr::Name(n) => return local_default(sem, n.id.as_str()),
+        _ => return None,
+    };
+    if !text.contains(setting) {
+        return None;
+    }
+    let escaped = regex::escape(setting);
+    let dashed = regex::escape(&setting.replace('_', "-"));
+    let values = "gpu|cuda|apex";
+    let option = regex::Regex::new(&format!(
+        r#"(?s)add_argument\(\s*["'](?:--)?(?:{escaped}|{dashed})["'][^)]*?default\s*=\s*["']({values})["']"#
+    ))
+    .ok()?;
+    if let Some(c) = option.captures(text) {
+        return c.get(1).map(|m| (m.as_str(), "argparse default"));
+    }
+    let field = regex::Regex::new(&format!(
+        r#"\b{escaped}\s*(?::\s*[\w\[\]., ]+)?=\s*["']({values})["']"#
+    ))
+    .ok()?;
+    field
+        .captures(text)
+        .and_then(|c| c.get(1))
+        .map(|m| (m.as_str(), "default"))
+}
+
+/// The CUDA-only string that the enclosing function gives the local `name`: its parameter
+/// default (`def train(accelerator="gpu")`) or a string assigned to it.
+fn local_default<'t>(
+    sem: &crate::semantic::Semantic<'t>,
+    name: &str,
+) -> Option<(&'t str, &'static str)> {
+    let def = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(f) => Some(f),
+        _ => None,
+    })?;
+    let cuda = |e: &'t Expr| string_value(e).filter(|v| matches!(*v, "gpu" | "cuda" | "apex"));
+    let param = def
+        .args
+        .posonlyargs
+        .iter()
+        .chain(&def.args.args)
+        .chain(&def.args.kwonlyargs)
+        .find(|a| a.def.arg.as_str() == name)
+        .and_then(|a| a.default.as_deref())
+        .and_then(cuda)
+        .map(|v| (v, "parameter default"));
+    param.or_else(|| {
+        let func = crate::analysis::Function::new(
+            sem.stmts()
+                .iter()
+                .rev()
+                .find(|s| matches!(s, Stmt::FunctionDef(f) if std::ptr::eq(f, def)))?,
+        )?;
+        func.assigned(name)
+            .iter()
+            .find_map(|(_, v)| cuda(v))
+            .map(|v| (v, "assigned value"))
+    })
 }
 
 /// What is wrong with the `Trainer` argument `arg` (given the string `value`, when it is one).

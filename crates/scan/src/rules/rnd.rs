@@ -45,7 +45,9 @@ impl Rule for HostTensor {
             .semantic()
             .current_function()
             .is_some_and(|f| f.name.starts_with("test_"));
-        if test {
+        // Test files (`tests/`, `testing/` mocks, `test_*.py`) build their tensors on the CPU
+        // on purpose, like unit tests.
+        if test || crate::names::is_test_path(cx.path()) {
             return;
         }
         // A free helper reached from a step in another file makes tensors for its caller,
@@ -86,7 +88,7 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt, body: Option<&'a [Stm
     let host_from = moved_to_cpu(func.body);
     let mut hits = Vec::new();
     for occ in &calls {
-        if host_from.is_some_and(|at| occ.expr.start() > at) {
+        if host_from.is_some_and(|at| occ.expr.start() > at) || while_tracing(occ) {
             continue;
         }
         let Expr::Call(call) = occ.expr else { continue };
@@ -122,6 +124,35 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt, body: Option<&'a [Stm
         }
         finding.fix = fix;
     }
+}
+
+/// The creation sits in the body of an `if` taken only while the model is traced or scripted
+/// (`if is_torch_fx_proxy(ids):`, `if torch.jit.is_tracing():`): proxies and traced graphs have
+/// no device of their own, and the eager path is the other branch.
+fn while_tracing(occ: &analysis::Occurrence<'_>) -> bool {
+    const TRACING: &[&str] = &[
+        "is_torch_fx_proxy",
+        "is_tracing",
+        "is_fx_tracing",
+        "is_scripting",
+        "is_compiling",
+    ];
+    occ.ancestors.iter().any(|n| {
+        let analysis::Node::Stmt(Stmt::If(i)) = n else {
+            return false;
+        };
+        let in_body = i
+            .body
+            .first()
+            .is_some_and(|first| first.start() <= occ.expr.start())
+            && i.body
+                .last()
+                .is_some_and(|last| occ.expr.end() <= last.end());
+        in_body
+            && analysis::find_in_expr(&i.test).iter().any(|e| {
+                matches!(e, Expr::Call(c) if TRACING.contains(&analysis::last_name_of(&c.func)))
+            })
+    })
 }
 
 /// The new tensor is bound to a name that is afterwards only handed to calls that are given the device too

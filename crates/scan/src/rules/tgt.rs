@@ -526,7 +526,13 @@ fn in_data_code(sem: &crate::semantic::Semantic<'_>) -> bool {
         let name = f.name.to_ascii_lowercase();
         name.contains("collate") || name == "__getitem__" || name == "__iter__"
     });
-    dataset || data_fn
+    // A `data`/`datasets` package: datasets, buffers, collators and the processors that
+    // prepare samples (chat templates, tokenization) before the batch reaches the step.
+    let data_package = sem
+        .module
+        .split('.')
+        .any(|part| matches!(part, "data" | "datasets"));
+    dataset || data_fn || data_package
 }
 
 /// For `p.cpu().numpy()` (any chain between `p` and `.numpy()` that goes through `.cpu()`,

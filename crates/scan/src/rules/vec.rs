@@ -131,6 +131,18 @@ impl Rule for PerElementLoop {
             hits.extend(elements::asserts(sem, &func, &loops));
             hits.extend(elements::tensor_of_device_list(sem, &func));
         }
+        if training {
+            for range in nan_guards(sem, &loops) {
+                cx.report(
+                    range,
+                    "a NaN/Inf check of a tensor (`isnan`/`isinf`/`isfinite`) decides a Python \
+                     `if` in the step: a host sync every step (per tensor checked), which drains \
+                     the NPU op queue; check every N steps or under a debug flag, or keep the \
+                     guard on the device (`torch.where`, `nan_to_num`) (see P_VEC.md); check \
+                     first that this code runs every step and not only in a debug mode",
+                );
+            }
+        }
         hits.sort_by_key(|(range, _)| range.start());
         for (range, what) in hits {
             cx.report(
@@ -144,6 +156,41 @@ impl Rule for PerElementLoop {
             );
         }
     }
+}
+
+/// The tests of `if` statements (and conditional expressions) among `stmts` that branch on a
+/// torch NaN/Inf check (`if torch.isnan(loss).any():`, `if not x.isfinite().all():`). A check
+/// behind a plain flag (`if self.debug and torch.isnan(x).any():`) is opt-in and not counted;
+/// numpy's and `math`'s checks run on host values.
+fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
+    let is_check = |e: &Expr| {
+        let Expr::Call(c) = e else { return false };
+        let name = analysis::last_name_of(&c.func);
+        matches!(
+            name,
+            "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf"
+        ) && match sem.resolve(&c.func) {
+            Some(q) => q.starts_with("torch."),
+            // `x.isnan()`: a tensor method.
+            None => matches!(c.func.as_ref(), Expr::Attribute(_)),
+        }
+    };
+    let guarded = |test: &Expr| match test {
+        Expr::BoolOp(b) if matches!(b.op, crate::source::ast::BoolOp::And) => b
+            .values
+            .first()
+            .is_some_and(|first| !analysis::find_in_expr(first).into_iter().any(is_check)),
+        _ => false,
+    };
+    stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::If(i) => Some(&i.test),
+            _ => None,
+        })
+        .filter(|test| !guarded(test) && analysis::find_in_expr(test).into_iter().any(is_check))
+        .map(|test| test.range())
+        .collect()
 }
 
 /// A free function named after the loss it computes (`masked_mse`, `weighted_l1`,

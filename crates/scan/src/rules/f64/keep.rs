@@ -10,7 +10,7 @@ use crate::source::ast::{self, Expr, Ranged, Stmt};
 /// Why float64 at `expr` is meant and gets no fix, if it is.
 pub(super) fn reason(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
     let sem = cx.semantic();
-    if is_test_path(cx.path()) {
+    if crate::names::is_test_path(cx.path()) {
         return Some(
             "this is test code, where float64 is what the test asserts or measures".into(),
         );
@@ -65,21 +65,6 @@ pub(super) fn reason(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
     helper_receiving(cx, sem, expr).map(|helper| {
         format!("the dtype goes to the project's own `{helper}`, which decides what to do with it")
     })
-}
-
-/// A test file: under a `test`/`tests`/`testing` directory, `test_*.py`, `*_test.py`,
-/// `conftest.py`.
-fn is_test_path(path: &str) -> bool {
-    let mut parts: Vec<&str> = path.split('/').collect();
-    let file = parts.pop().unwrap_or_default();
-    let stem = file.strip_suffix(".py").unwrap_or(file);
-    parts
-        .iter()
-        .any(|d| matches!(*d, "test" | "tests" | "testing"))
-        || stem.starts_with("test_")
-        || stem.ends_with("_test")
-        || stem == "conftest"
-        || stem == "tests"
 }
 
 /// A test function or test class: `test_*`, `Test*`, `*Test`, `*Tests`.
