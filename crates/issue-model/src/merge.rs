@@ -264,6 +264,7 @@ pub fn merge_measured(
         summary: Summary::default(),
         issues: Vec::new(),
         unparsed: Vec::new(),
+        scope: None,
     });
     let mut report = MergeReport::default();
     let (merged, mut issues) = merge_owned(
