@@ -149,7 +149,16 @@ impl Selection {
             }
             return;
         }
+        // A hydra `defaults:` list names every group's default option; the ones chosen are
+        // read by [`Selection::compose`], after the launch's overrides.
+        let mut in_defaults = false;
         for line in text.lines() {
+            if !line.starts_with([' ', '-', '#']) && !line.trim().is_empty() {
+                in_defaults = line.trim_end() == "defaults:";
+            }
+            if in_defaults {
+                continue;
+            }
             let line = line.split(" #").next().unwrap_or(line).trim();
             let line = line.trim_start_matches("- ").trim();
             let Some((key, value)) = line.split_once(':').or_else(|| line.split_once('=')) else {
