@@ -110,6 +110,8 @@ fn merge_owned(
             } else if before.status == Status::OutOfScope || inline_skip {
                 let note = if inline_skip {
                     "its inline `# npu: ignore` comment is gone"
+                } else if crate::schema::is_scope_reason(before.reason.as_deref()) {
+                    "the scope of the scan reaches its file"
                 } else {
                     "its file is scanned again"
                 };

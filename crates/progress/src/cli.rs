@@ -99,7 +99,7 @@ pub struct Args {
     pub summary: bool,
 
     /// Set the port's scope to the training path of a launch command (`'python train.py
-    /// --policy act'`): pending issues outside it become out_of_scope, issues it reaches are
+    /// --policy act'`): pending issues outside it become `out_of_scope`, issues it reaches are
     /// pending again. `none` drops the scope. Later scans keep it.
     #[arg(long, value_name = "LAUNCH")]
     pub scope: Option<String>,

@@ -9,6 +9,7 @@ use crate::excerpt;
 use crate::{Ctx, Error, Exit, Result};
 use issue_model::{HistoryEntry, HistoryStatus, Scope, Status, is_scope_reason};
 use serde::Serialize;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// What `--scope` changed, as `--format json` prints it.
@@ -109,14 +110,15 @@ pub fn set(ctx: &mut Ctx<'_>, launch: &str) -> Result<Exit> {
         None => "scope: none (the whole project)\n".to_owned(),
     };
     for note in changed.scope.iter().flat_map(|s| &s.notes) {
-        text.push_str(&format!("  {note}\n"));
+        let _ = writeln!(text, "  {note}");
     }
-    text.push_str(&format!(
-        "{} issues now out of scope, {} pending again; {} pending in all.\n",
+    let _ = writeln!(
+        text,
+        "{} issues now out of scope, {} pending again; {} pending in all.",
         changed.out_of_scope.len(),
         changed.pending_again.len(),
         changed.pending
-    ));
+    );
     ctx.out.write_all(text.as_bytes())?;
     Ok(Exit::Ok)
 }

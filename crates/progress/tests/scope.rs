@@ -22,7 +22,7 @@ fn copy(from: &Path, to: &Path) {
     }
 }
 
-/// The project under `<tmp>/proj`, scanned (P_DEV and P_VEC) into `<tmp>/issues.json` with
+/// The project under `<tmp>/proj`, scanned (`P_DEV` and `P_VEC`) into `<tmp>/issues.json` with
 /// `scope`.
 fn scanned(scope: Option<&str>) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();

@@ -137,7 +137,7 @@ impl Reader<'_> {
     }
 
     /// The module a `from` import with `level` dots names (as [`crate::semantic::Semantic`]).
-    fn from_module(&self, level: u32, module: Option<&str>) -> Option<String> {
+    fn module_of_from(&self, level: u32, module: Option<&str>) -> Option<String> {
         if level == 0 {
             return module.map(str::to_owned);
         }
@@ -179,7 +179,7 @@ impl Reader<'_> {
             Stmt::ImportFrom(from) => {
                 let level = from.level.as_ref().map_or(0, ast::Int::to_u32);
                 let Some(module) =
-                    self.from_module(level, from.module.as_ref().map(ast::Identifier::as_str))
+                    self.module_of_from(level, from.module.as_ref().map(ast::Identifier::as_str))
                 else {
                     return;
                 };
@@ -557,12 +557,11 @@ pub(super) fn reach(
         });
     };
     let follows = |guards: &[Guard], notes: &mut BTreeMap<String, String>| {
-        guards.iter().all(|g| match g.taken(selection) {
-            Some(taken) => taken,
-            None => {
+        guards.iter().all(|g| {
+            g.taken(selection).unwrap_or_else(|| {
                 unresolved(g, notes);
                 true
-            }
+            })
         })
     };
     while let Some(file) = queue.pop_front() {
