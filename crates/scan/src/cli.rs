@@ -226,13 +226,16 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             skipped,
             shown_root: cli.path.to_string_lossy().into_owned(),
         };
-        Some(crate::fix_project(&cli.path, &settings, &fix_settings)?)
+        Some(
+            crate::fix_project(&cli.path, &settings, &fix_settings)
+                .map_err(|e| kept_scope(cli, e))?,
+        )
     } else {
         None
     };
     let result = match &fix_run {
         Some(run) => run.after.clone(),
-        None => crate::scan(&cli.path, &settings)?,
+        None => crate::scan(&cli.path, &settings).map_err(|e| kept_scope(cli, e))?,
     };
     if let Some(bar) = &progress {
         bar.finish_and_clear();
@@ -330,6 +333,20 @@ fn scope_of(cli: &Cli) -> Option<String> {
             .ok()
             .and_then(|f| f.scope)
             .map(|s| s.launch),
+    }
+}
+
+/// A scope error of the scope issues.json keeps (no `--scope` given) says where it came from.
+fn kept_scope(cli: &Cli, error: Error) -> Error {
+    match error {
+        Error::Scope { launch, why } if cli.scope.is_none() => Error::Scope {
+            launch,
+            why: format!(
+                "{why} (this scope is the one {} keeps; give another with --scope LAUNCH, or drop it with --scope none)",
+                crate::issues_path(&cli.output).display()
+            ),
+        },
+        other => other,
     }
 }
 

@@ -325,3 +325,21 @@ fn registries_dynamic_imports_and_hydra_targets_follow_the_selection() {
     assert!(files.contains(&"pkg/hydra_b.py".to_owned()), "{files:?}");
     assert!(!files.contains(&"pkg/hydra_a.py".to_owned()), "{files:?}");
 }
+
+#[test]
+fn a_kept_scope_whose_entry_is_gone_says_where_it_comes_from() {
+    let dir = project();
+    let root = dir.path();
+    scan(root, &["--scope", "python train.py"]);
+    std::fs::remove_file(root.join("train.py")).unwrap();
+    let out = scan(root, &[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(
+        stderr.contains("is the one ./issues.json keeps")
+            && stderr.contains("drop it with --scope none"),
+        "{stderr}"
+    );
+    let out = scan(root, &["--scope", "none"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+}
