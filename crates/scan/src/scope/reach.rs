@@ -530,7 +530,8 @@ pub(super) struct Reach {
 }
 
 /// The project files `entry` and `roots` reach (see the module documentation); files are read
-/// from under `root`.
+/// from under `root`. A note is kept only where an unresolved choice keeps a file in scope that
+/// the resolved choices alone would not reach.
 pub(super) fn reach(
     root: &Path,
     project: &Project,
@@ -538,95 +539,168 @@ pub(super) fn reach(
     roots: &[String],
     selection: &Selection,
 ) -> Reach {
-    let mut out = Reach::default();
-    let mut notes: BTreeMap<String, String> = BTreeMap::new();
-    let mut queue: VecDeque<String> = VecDeque::new();
-    for start in std::iter::once(entry).chain(roots.iter().map(String::as_str)) {
-        if project.file(start).is_some() && out.files.insert(start.to_owned()) {
-            queue.push_back(start.to_owned());
-        }
-    }
-    let unresolved = |g: &Guard, notes: &mut BTreeMap<String, String>| {
-        let keys: Vec<String> = g.chain.iter().map(|k| format!("\"{k}\"")).collect();
-        notes.entry(g.at.clone()).or_insert_with(|| {
-            format!(
-                "{}: the choice among {} is not made by the launch command or its config; every candidate is kept",
-                g.at,
-                keys.join(", ")
-            )
-        });
+    let mut cache: HashMap<String, FileReach> = HashMap::new();
+    let walk = Walk {
+        root,
+        project,
+        selection,
     };
-    let follows = |guards: &[Guard], notes: &mut BTreeMap<String, String>| {
-        guards.iter().all(|g| {
-            g.taken(selection).unwrap_or_else(|| {
-                unresolved(g, notes);
-                true
-            })
-        })
-    };
-    while let Some(file) = queue.pop_front() {
-        let Ok(bytes) = std::fs::read(root.join(&file)) else {
-            continue;
-        };
-        let text = crate::source::decode(&bytes).text;
-        let found = read(&file, &text);
-        let mut next: Vec<String> = Vec::new();
-        let mut modules: HashMap<&str, String> = HashMap::new();
-        for edge in &found.edges {
-            let fact = ImportFact {
-                candidates: edge.candidates.clone(),
-                line: edge.line,
-            };
-            let Some(target) = project.resolve_import(&file, &fact) else {
-                continue;
-            };
-            for name in &edge.bound {
-                modules.insert(name.as_str(), target.to_owned());
-            }
-            if follows(&edge.guards, &mut notes) {
-                next.push(target.to_owned());
-            }
-        }
-        for dynamic in &found.dynamic {
-            if !follows(&dynamic.guards, &mut notes) {
-                continue;
-            }
-            let under = modules_under(project, &dynamic.prefix);
-            let chosen: Vec<&(String, String)> =
-                under.iter().filter(|(key, _)| selection.has(key)).collect();
-            if chosen.is_empty() {
-                if !under.is_empty() {
-                    notes.entry(dynamic.at.clone()).or_insert_with(|| {
+    let (strict, _) = walk.run(entry, roots, false, &mut cache);
+    let (files, notes) = walk.run(entry, roots, true, &mut cache);
+    let notes = notes
+        .into_values()
+        .filter(|(_, targets)| targets.iter().any(|t| !strict.contains(t)))
+        .map(|(text, _)| text)
+        .collect();
+    Reach { files, notes }
+}
+
+/// Notes by place: the text, and the files the unresolved choice there keeps.
+type Notes = BTreeMap<String, (String, BTreeSet<String>)>;
+
+struct Walk<'a> {
+    root: &'a Path,
+    project: &'a Project,
+    selection: &'a Selection,
+}
+
+impl Walk<'_> {
+    /// Whether an edge with `guards` to `targets` is followed; an unresolved choice is
+    /// followed when `keep_all`, with a note.
+    fn follows(
+        &self,
+        guards: &[Guard],
+        targets: &[&str],
+        keep_all: bool,
+        notes: &mut Notes,
+    ) -> bool {
+        guards.iter().all(|g| match g.taken(self.selection) {
+            Some(taken) => taken,
+            None => {
+                let note = notes.entry(g.at.clone()).or_insert_with(|| {
+                    (
                         format!(
-                            "{}: the module imported from `{}…` is not named by the launch command or its config; all {} candidates are kept",
-                            dynamic.at,
-                            dynamic.prefix,
-                            under.len()
-                        )
-                    });
-                }
-                next.extend(under.iter().map(|(_, f)| f.clone()));
-            } else {
-                next.extend(chosen.iter().map(|(_, f)| f.clone()));
-            }
-        }
-        for (name, at) in &found.getattrs {
-            if let Some(target) = modules.get(name.as_str()) {
-                notes.entry(at.clone()).or_insert_with(|| {
-                    format!(
-                        "{at}: `getattr({name}, …)` picks a name of {target} at run time; all of {target} is kept"
+                            "{}: the choice among {} is not made by the launch command or its config; every candidate is kept",
+                            g.at,
+                            quoted(&g.chain)
+                        ),
+                        BTreeSet::new(),
                     )
                 });
+                note.1.extend(targets.iter().map(|t| (*t).to_owned()));
+                keep_all
             }
-        }
-        for target in next {
-            if out.files.insert(target.clone()) {
-                queue.push_back(target);
-            }
-        }
+        })
     }
-    out.notes = notes.into_values().collect();
-    out
+
+    fn run(
+        &self,
+        entry: &str,
+        roots: &[String],
+        keep_all: bool,
+        cache: &mut HashMap<String, FileReach>,
+    ) -> (BTreeSet<String>, Notes) {
+        let (project, selection) = (self.project, self.selection);
+        let mut files: BTreeSet<String> = BTreeSet::new();
+        let mut notes = Notes::new();
+        let mut queue: VecDeque<String> = VecDeque::new();
+        for start in std::iter::once(entry).chain(roots.iter().map(String::as_str)) {
+            if project.file(start).is_some() && files.insert(start.to_owned()) {
+                queue.push_back(start.to_owned());
+            }
+        }
+        while let Some(file) = queue.pop_front() {
+            let found = cache.entry(file.clone()).or_insert_with(|| {
+                std::fs::read(self.root.join(&file))
+                    .map(|bytes| read(&file, &crate::source::decode(&bytes).text))
+                    .unwrap_or_default()
+            });
+            let mut next: Vec<String> = Vec::new();
+            let mut modules: HashMap<&str, &str> = HashMap::new();
+            for edge in &found.edges {
+                let fact = ImportFact {
+                    candidates: edge.candidates.clone(),
+                    line: edge.line,
+                };
+                let Some(target) = project.resolve_import(&file, &fact) else {
+                    continue;
+                };
+                for name in &edge.bound {
+                    modules.insert(name.as_str(), target);
+                }
+                if self.follows(&edge.guards, &[target], keep_all, &mut notes) {
+                    next.push(target.to_owned());
+                }
+            }
+            for dynamic in &found.dynamic {
+                let under = modules_under(project, &dynamic.prefix);
+                let all: Vec<&str> = under.iter().map(|(_, f)| f.as_str()).collect();
+                if !self.follows(&dynamic.guards, &all, keep_all, &mut notes) {
+                    continue;
+                }
+                let chosen: Vec<&str> = under
+                    .iter()
+                    .filter(|(key, _)| selection.has(key))
+                    .map(|(_, f)| f.as_str())
+                    .collect();
+                if !chosen.is_empty() {
+                    next.extend(chosen.iter().map(|f| (*f).to_owned()));
+                    continue;
+                }
+                if !all.is_empty() {
+                    let note = notes.entry(dynamic.at.clone()).or_insert_with(|| {
+                        (
+                            format!(
+                                "{}: the module imported from `{}…` is not named by the launch command or its config; all {} candidates are kept",
+                                dynamic.at,
+                                dynamic.prefix,
+                                all.len()
+                            ),
+                            BTreeSet::new(),
+                        )
+                    });
+                    note.1.extend(all.iter().map(|f| (*f).to_owned()));
+                }
+                if keep_all {
+                    next.extend(all.iter().map(|f| (*f).to_owned()));
+                }
+            }
+            // `getattr(package, name)`: one of the names a package exports, picked at run time;
+            // everything the package imports stays in scope.
+            for (name, at) in &found.getattrs {
+                if let Some(target) = modules.get(name.as_str())
+                    && target.ends_with("__init__.py")
+                {
+                    let note = notes.entry(at.clone()).or_insert_with(|| {
+                        (
+                            format!(
+                                "{at}: `getattr({name}, …)` picks a name of {target} at run time; every module it imports is kept"
+                            ),
+                            BTreeSet::new(),
+                        )
+                    });
+                    note.1
+                        .extend(project.imports_of(target).iter().map(|f| (*f).to_owned()));
+                }
+            }
+            for target in next {
+                if files.insert(target.clone()) {
+                    queue.push_back(target);
+                }
+            }
+        }
+        (files, notes)
+    }
+}
+
+/// Up to six keys, quoted, and how many there are when more.
+fn quoted(keys: &[String]) -> String {
+    let shown: Vec<String> = keys.iter().take(6).map(|k| format!("\"{k}\"")).collect();
+    if keys.len() > shown.len() {
+        format!("{} … ({} keys)", shown.join(", "), keys.len())
+    } else {
+        shown.join(", ")
+    }
 }
 
 /// The project modules under the dotted `prefix` (`pkg.policies.`): (the next part of the name,
