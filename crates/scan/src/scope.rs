@@ -80,44 +80,63 @@ pub fn of(
             let entry_dir = entry.rsplit_once('/').map_or("", |(d, _)| d);
             Some((join_relative(entry_dir, &config_path), name))
         });
-    let selection = select::Selection::of(
-        dir,
-        &arguments(launch),
-        &reach::arg_defaults(dir, entry),
-        hydra,
-    );
-    let roots: Vec<String> = selection
-        .targets
-        .iter()
-        .filter_map(|t| {
-            let fact = ImportFact {
-                candidates: reach::module_candidates(t),
-                line: 0,
-            };
-            project.resolve_import(entry, &fact).map(str::to_owned)
-        })
-        .collect();
-    let found = reach::reach(dir, project, entry, &roots, &selection);
+    let static_reach = |launch: &str| {
+        let selection = select::Selection::of(
+            dir,
+            &arguments(launch),
+            &reach::arg_defaults(dir, entry),
+            hydra.clone(),
+        );
+        let roots: Vec<String> = selection
+            .targets
+            .iter()
+            .filter_map(|t| {
+                let fact = ImportFact {
+                    candidates: reach::module_candidates(t),
+                    line: 0,
+                };
+                project.resolve_import(entry, &fact).map(str::to_owned)
+            })
+            .collect();
+        reach::reach(dir, project, entry, &roots, &selection)
+    };
+    let found = static_reach(launch);
+    let mut notes = found.notes;
     let mut files: BTreeSet<String> = found.files;
     let mut ran = Vec::new();
     if let Some(run) = executed(dir)
         && run.entry == *entry
     {
-        for file in run.files {
-            if project.file(&file).is_some() {
-                files.insert(file.clone());
-                ran.push(file);
+        // A run of the same training path: its command (extra flags such as `--device npu`
+        // aside) selects no file this launch does not.
+        let command = run.command.join(" ");
+        let other: Vec<String> = static_reach(&command)
+            .files
+            .into_iter()
+            .filter(|f| !files.contains(f))
+            .collect();
+        if other.is_empty() {
+            for file in run.files {
+                if project.file(&file).is_some() {
+                    files.insert(file.clone());
+                    ran.push(file);
+                }
             }
+            ran.sort();
+            ran.dedup();
+        } else {
+            notes.push(format!(
+                "the recorded verify run (`{command}`) takes another path ({} is not reached by this launch command); its executed files were not added",
+                other.join(", ")
+            ));
         }
-        ran.sort();
-        ran.dedup();
     }
     Ok(Scope {
         launch: launch.to_owned(),
         entry: entry.clone(),
         files: files.into_iter().collect(),
         executed: ran,
-        notes: found.notes,
+        notes,
     })
 }
 

@@ -211,11 +211,28 @@ fn files_a_verify_run_executed_are_in_scope() {
     );
     scan(root, &["--scope", launch]);
     assert_eq!(statuses(root, DIFFUSION), [Status::OutOfScope; 2]);
-    // The run of train.py imported policy B (a plugin the static reach cannot see).
+    // Nor does a run of the same entry that takes another path (the other policy's config).
     write(
         root,
         "migrate_to_cloudrobo/executed-files.json",
-        "{\"command\": [\"python\", \"train.py\"], \"entry\": \"train.py\", \"files\": [\"robolearn/factory.py\", \"robolearn/policies/diffusion.py\", \"train.py\", \"not/in/the/project.py\"]}\n",
+        "{\"command\": [\"python\", \"train.py\", \"--config\", \"configs/diffusion.yaml\"], \"entry\": \"train.py\", \"files\": [\"robolearn/policies/diffusion.py\", \"train.py\"]}\n",
+    );
+    scan(root, &[]);
+    assert_eq!(statuses(root, DIFFUSION), [Status::OutOfScope; 2]);
+    let scope = load(root).scope.unwrap();
+    assert!(scope.executed.is_empty(), "{scope:?}");
+    assert!(
+        scope.notes.iter().any(|n| n.starts_with(
+            "the recorded verify run (`python train.py --config configs/diffusion.yaml`) takes another path (robolearn/policies/diffusion.py"
+        )),
+        "{scope:?}"
+    );
+    // The run of train.py (with a flag that selects no other file) imported policy B: a
+    // plugin the static reach cannot see.
+    write(
+        root,
+        "migrate_to_cloudrobo/executed-files.json",
+        "{\"command\": [\"python\", \"train.py\", \"--device\", \"npu\"], \"entry\": \"train.py\", \"files\": [\"robolearn/factory.py\", \"robolearn/policies/diffusion.py\", \"train.py\", \"not/in/the/project.py\"]}\n",
     );
     let out = scan(root, &[]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");

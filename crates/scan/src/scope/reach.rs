@@ -574,22 +574,22 @@ impl Walk<'_> {
         keep_all: bool,
         notes: &mut Notes,
     ) -> bool {
-        guards.iter().all(|g| match g.taken(self.selection) {
-            Some(taken) => taken,
-            None => {
-                let note = notes.entry(g.at.clone()).or_insert_with(|| {
-                    (
-                        format!(
-                            "{}: the choice among {} is not made by the launch command or its config; every candidate is kept",
-                            g.at,
-                            quoted(&g.chain)
-                        ),
-                        BTreeSet::new(),
-                    )
-                });
-                note.1.extend(targets.iter().map(|t| (*t).to_owned()));
-                keep_all
+        guards.iter().all(|g| {
+            if let Some(taken) = g.taken(self.selection) {
+                return taken;
             }
+            let note = notes.entry(g.at.clone()).or_insert_with(|| {
+                (
+                    format!(
+                        "{}: the choice among {} is not made by the launch command or its config; every candidate is kept",
+                        g.at,
+                        quoted(&g.chain)
+                    ),
+                    BTreeSet::new(),
+                )
+            });
+            note.1.extend(targets.iter().map(|t| (*t).to_owned()));
+            keep_all
         })
     }
 
