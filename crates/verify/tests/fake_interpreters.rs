@@ -540,7 +540,14 @@ fn the_files_a_pipeline_run_executed_are_written_beside_the_report() {
     );
     verify()
         .arg(&root)
-        .args(["--pipeline", "--entry", "train.py", "--format", "json", "--python"])
+        .args([
+            "--pipeline",
+            "--entry",
+            "train.py",
+            "--format",
+            "json",
+            "--python",
+        ])
         .arg(&py)
         .output()
         .unwrap();
