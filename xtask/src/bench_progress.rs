@@ -268,6 +268,7 @@ fn generate(dir: &Path, count: usize) -> Result<IssuesFile> {
         summary: Summary::default(),
         issues: result.issues,
         unparsed: result.unparsed,
+        scope: None,
     };
     Ok(issue_model::merge(None, fresh, &now).0)
 }

@@ -105,6 +105,10 @@ def run(request, results, setup_torch):
         asked.uninstall()
     program_s = time.perf_counter() - program_t0
     outcome.asked = asked.asked
+    if mode == "pipeline":
+        from .executed import executed_files
+
+        results.fact("executed", executed_files(root, request["launch"]))
     if profile is not None:
         profile.uninstall()
     observer.uninstall()

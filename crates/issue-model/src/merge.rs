@@ -110,6 +110,8 @@ fn merge_owned(
             } else if before.status == Status::OutOfScope || inline_skip {
                 let note = if inline_skip {
                     "its inline `# npu: ignore` comment is gone"
+                } else if crate::schema::is_scope_reason(before.reason.as_deref()) {
+                    "the scope of the scan reaches its file"
                 } else {
                     "its file is scanned again"
                 };
@@ -264,6 +266,7 @@ pub fn merge_measured(
         summary: Summary::default(),
         issues: Vec::new(),
         unparsed: Vec::new(),
+        scope: None,
     });
     let mut report = MergeReport::default();
     let (merged, mut issues) = merge_owned(

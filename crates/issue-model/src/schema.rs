@@ -24,6 +24,59 @@ pub struct IssuesFile {
     pub issues: Vec<Issue>,
     #[serde(default)]
     pub unparsed: Vec<Unparsed>,
+    /// The port's scope: the launch command whose training path the port covers (`npu-scan
+    /// --scope`, `npu-progress --scope`). Absent: the whole project. Rescans keep it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<Scope>,
+}
+
+/// The training path of one launch command: the files a port covers. Findings in the other
+/// Python files are `out_of_scope` with the reason [`Scope::reason`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scope {
+    /// The launch command, as given (`python train.py --policy act`).
+    pub launch: String,
+    /// Its entry file, relative to `root`.
+    pub entry: String,
+    /// The Python files in scope (relative, sorted): those the entry reaches statically
+    /// (imports, calls, config-driven factories) and those a verify run executed.
+    pub files: Vec<String>,
+    /// The project files an `npu-verify` run of the same entry executed (sorted), when one was
+    /// recorded; they are in `files` too.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub executed: Vec<String>,
+    /// Choices the static reach could not resolve (every candidate was kept), one line each.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// The start of the reason of an issue outside the scope; see [`Scope::reason`].
+pub const OUT_OF_SCOPE: &str = "out of scope: not reached by";
+
+impl Scope {
+    /// The reason recorded on an issue outside this scope.
+    pub fn reason(&self) -> String {
+        format!("{OUT_OF_SCOPE} `{}` (entry {})", self.launch, self.entry)
+    }
+
+    /// Whether a finding in `file` is in scope. Only Python files are judged: a config file
+    /// (YAML, TOML, JSON) or a CUDA source is kept, as the reach cannot tell which ones a run reads.
+    pub fn contains(&self, file: &str) -> bool {
+        let python = std::path::Path::new(file)
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("py"));
+        !python
+            || self
+                .files
+                .binary_search_by(|f| f.as_str().cmp(file))
+                .is_ok()
+    }
+}
+
+/// Whether `reason` is the reason of an issue left out by a scope (not by `--exclude`).
+pub fn is_scope_reason(reason: Option<&str>) -> bool {
+    reason.is_some_and(|r| r.starts_with(OUT_OF_SCOPE))
 }
 
 /// The program that wrote the file.

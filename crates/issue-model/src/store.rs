@@ -6,7 +6,7 @@
 //! cleanly is never written over.
 
 use crate::error::{Error, Result};
-use crate::schema::{Issue, IssuesFile, SCHEMA_VERSION, Summary, Tool, Unparsed};
+use crate::schema::{Issue, IssuesFile, SCHEMA_VERSION, Scope, Summary, Tool, Unparsed};
 use crate::validate::validate;
 use serde::Serialize;
 use std::fs::{self, File, OpenOptions};
@@ -115,6 +115,8 @@ struct Out<'a> {
     summary: Summary,
     issues: &'a [Issue],
     unparsed: &'a [Unparsed],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<&'a Scope>,
 }
 
 /// Serialize with a recomputed summary, in the on-disk layout ([`crate::layout`]: each issue on
@@ -128,6 +130,7 @@ pub fn to_json(file: &IssuesFile) -> String {
         summary: Summary::of(&file.issues),
         issues: &file.issues,
         unparsed: &file.unparsed,
+        scope: file.scope.as_ref(),
     };
     let mut bytes = Vec::with_capacity(1024 * (file.issues.len() + 1));
     crate::layout::write(&mut bytes, &out).unwrap_or_else(|e| {

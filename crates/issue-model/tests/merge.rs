@@ -48,6 +48,7 @@ fn scan(issues: Vec<Issue>) -> IssuesFile {
         summary: Summary::default(),
         issues,
         unparsed: vec![],
+        scope: None,
     }
 }
 

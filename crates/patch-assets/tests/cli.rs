@@ -382,6 +382,7 @@ fn ported_project() -> tempfile::TempDir {
         summary: Summary::default(),
         issues,
         unparsed: vec![],
+        scope: None,
     };
     issue_model::save(&p.join("issues.json"), &file).unwrap();
     fs::write(

@@ -15,6 +15,7 @@ Examples:
   npu-progress issues.json --list --status pending --pattern P_RND
   npu-progress issues.json --show RND-4f1a9c --format json
   npu-progress issues.json --summary                      counts and time spent per issue
+  npu-progress issues.json --scope 'python train.py --policy act'   port that training path only
 
 Exit status: 0 ok; 1 pending issues (--check-complete), a fix the scanner still finds
 (--fixed), or no fix applied (--fix); 2 usage error or a bad issues.json.";
@@ -33,7 +34,7 @@ Exit status: 0 ok; 1 pending issues (--check-complete), a fix the scanner still 
     group(
         ArgGroup::new("action")
             .required(true)
-            .args(["next", "fixed", "fix", "skip", "check_complete", "list", "show", "reopen", "summary"])
+            .args(["next", "fixed", "fix", "skip", "check_complete", "list", "show", "reopen", "summary", "scope"])
     )
 )]
 pub struct Args {
@@ -97,6 +98,12 @@ pub struct Args {
     #[arg(long)]
     pub summary: bool,
 
+    /// Set the port's scope to the training path of a launch command (`'python train.py
+    /// --policy act'`): pending issues outside it become `out_of_scope`, issues it reaches are
+    /// pending again. `none` drops the scope. Later scans keep it.
+    #[arg(long, value_name = "LAUNCH")]
+    pub scope: Option<String>,
+
     /// With --list or --next: only these statuses (comma-separated).
     #[arg(long, value_enum, value_delimiter = ',', value_name = "STATUS")]
     pub status: Vec<StatusArg>,
@@ -131,7 +138,8 @@ pub enum StatusArg {
     Pending,
     Fixed,
     Skipped,
-    /// Not scanned by the last scan (`--exclude`): neither pending nor fixed.
+    /// Not scanned by the last scan (`--exclude`) or not reached by the scope's launch command:
+    /// neither pending nor fixed.
     #[value(name = "out_of_scope")]
     OutOfScope,
 }

@@ -289,7 +289,28 @@ pub fn list(ctx: &mut Ctx<'_>) -> Result<Exit> {
         ctx.note(&format!("{what} in {}", ctx.path.display()))?;
         return Ok(Exit::Ok);
     }
-    rows(ctx, &file, &order)?;
+    // Out-of-scope issues are neither to do nor done: listed apart, under their reason.
+    let (outside, inside): (Vec<usize>, Vec<usize>) = order
+        .iter()
+        .partition(|&&n| file.issues[n].status == Status::OutOfScope);
+    rows(ctx, &file, &inside)?;
+    let mut reasons: Vec<&str> = Vec::new();
+    for &n in &outside {
+        let why = file.issues[n].reason.as_deref().unwrap_or("out of scope");
+        if !reasons.contains(&why) {
+            reasons.push(why);
+        }
+    }
+    for why in reasons {
+        let group: Vec<usize> = outside
+            .iter()
+            .copied()
+            .filter(|&n| file.issues[n].reason.as_deref().unwrap_or("out of scope") == why)
+            .collect();
+        let gap = if inside.is_empty() { "" } else { "\n" };
+        writeln!(ctx.out, "{gap}{} issues {why}:", group.len())?;
+        rows(ctx, &file, &group)?;
+    }
     Ok(Exit::Ok)
 }
 

@@ -14,6 +14,7 @@ mod excerpt;
 mod mark;
 mod recheck;
 pub mod render;
+mod scope;
 mod select;
 mod timing;
 
@@ -158,9 +159,11 @@ pub fn run(args: &Args, out: &mut dyn Write, err: &mut dyn Write) -> Result<Exit
         commands::show(&mut ctx, id)
     } else if args.summary {
         commands::summary(&mut ctx)
+    } else if let Some(launch) = &args.scope {
+        scope::set(&mut ctx, launch)
     } else {
         Err(Error::Usage(
-            "say what to do: --next, --fixed ID, --fix ID, --skip ID --reason TEXT, --check-complete, --list, --show ID, --reopen ID or --summary".to_owned(),
+            "say what to do: --next, --fixed ID, --fix ID, --skip ID --reason TEXT, --check-complete, --list, --show ID, --reopen ID, --summary or --scope LAUNCH".to_owned(),
         ))
     }
 }

@@ -200,6 +200,7 @@ mod tests {
             summary: Summary::default(),
             issues,
             unparsed: vec![],
+            scope: None,
         }
     }
 

@@ -15,6 +15,7 @@ Examples:
   npu-scan . --format text --no-write       list every finding, write nothing
   npu-scan . --select P_FLA,P_RND           only these rules
   npu-scan . --exclude 'third_party/**'     skip a directory
+  npu-scan . --scope 'python train.py --policy act'   port one training path (kept in issues.json)
   npu-scan . --fix                          apply the safe fixes, rescan, record them in issues.json
   npu-scan . --diff --unsafe-fixes          show every fix as a diff, change nothing
   npu-scan . --fix --diff > fixes.patch     apply the safe fixes and print what changed
@@ -76,8 +77,10 @@ pub struct Cli {
     #[arg(long, value_name = "GLOB")]
     pub exclude: Vec<String>,
     /// The port's scope: a launch command (`'python train.py --policy act'`). Only findings in
-    /// the files its entry reaches through imports are issues (and fixed by --fix); the others
-    /// are recorded as out of scope. Give it on every rescan.
+    /// the files on its training path (what its entry imports, the choice its arguments or config
+    /// make in a policy factory or registry, the files a recorded `npu-verify` run executed) are
+    /// issues (and fixed by --fix); the others are recorded as out of scope. issues.json keeps
+    /// it: later scans use it until `--scope none`.
     #[arg(long, value_name = "LAUNCH")]
     pub scope: Option<String>,
     /// Apply the safe automatic fixes, rescan, and record the fixed issues in issues.json.
@@ -185,7 +188,7 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             .collect(),
         exclude: cli.exclude.clone(),
         threads: cli.threads,
-        scope: cli.scope.clone(),
+        scope: scope_of(cli),
         ..Settings::default()
     };
     if let Some(bar) = &progress {
@@ -223,13 +226,16 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             skipped,
             shown_root: cli.path.to_string_lossy().into_owned(),
         };
-        Some(crate::fix_project(&cli.path, &settings, &fix_settings)?)
+        Some(
+            crate::fix_project(&cli.path, &settings, &fix_settings)
+                .map_err(|e| kept_scope(cli, e))?,
+        )
     } else {
         None
     };
     let result = match &fix_run {
         Some(run) => run.after.clone(),
-        None => crate::scan(&cli.path, &settings)?,
+        None => crate::scan(&cli.path, &settings).map_err(|e| kept_scope(cli, e))?,
     };
     if let Some(bar) = &progress {
         bar.finish_and_clear();
@@ -315,6 +321,33 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
     }
     out.flush()?;
     Ok(i32::from(pending > 0 && !cli.exit_zero))
+}
+
+/// The launch command of the scan's scope: `--scope` (`none`: no scope), else the one the
+/// existing issues.json records.
+fn scope_of(cli: &Cli) -> Option<String> {
+    match cli.scope.as_deref().map(str::trim) {
+        Some(s) if s.eq_ignore_ascii_case("none") || s.is_empty() => None,
+        Some(s) => Some(s.to_owned()),
+        None => issue_model::load(&crate::issues_path(&cli.output))
+            .ok()
+            .and_then(|f| f.scope)
+            .map(|s| s.launch),
+    }
+}
+
+/// A scope error of the scope issues.json keeps (no `--scope` given) says where it came from.
+fn kept_scope(cli: &Cli, error: Error) -> Error {
+    match error {
+        Error::Scope { launch, why } if cli.scope.is_none() => Error::Scope {
+            launch,
+            why: format!(
+                "{why} (this scope is the one {} keeps; give another with --scope LAUNCH, or drop it with --scope none)",
+                crate::issues_path(&cli.output).display()
+            ),
+        },
+        other => other,
+    }
 }
 
 /// One diff per changed file, from its bytes before the first pass to its bytes after the

@@ -228,6 +228,7 @@ fn run_entries(
             ignored,
             exclude: settings.exclude.clone(),
             out_of_scope: Vec::new(),
+            scope: None,
             unparsed,
             warnings,
             stats,

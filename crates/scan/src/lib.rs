@@ -121,8 +121,8 @@ pub struct Settings {
     pub max_file_size: u64,
     /// Progress callback (the CLI draws a bar with it).
     pub progress: Option<ProgressFn>,
-    /// `--scope`: a launch command; only the findings in the files its entry reaches through
-    /// imports are issues, the others are out of scope ([`scope::Scope`]).
+    /// `--scope`: a launch command; only the findings in the files on its training path are
+    /// issues, the others are out of scope ([`scope::of`]).
     pub scope: Option<String>,
 }
 
@@ -203,6 +203,8 @@ pub struct ScanResult {
     /// Findings outside `--scope`: `out_of_scope`, with the reason; recorded in `issues.json`
     /// so, never reported as findings nor fixed by `--fix`.
     pub out_of_scope: Vec<Issue>,
+    /// The scope of `--scope` (what `issues.json` records), when one was given.
+    pub scope: Option<scope::Scope>,
     pub unparsed: Vec<Unparsed>,
     pub warnings: Vec<String>,
     pub stats: Stats,
@@ -213,7 +215,7 @@ pub fn scan(root: &Path, settings: &Settings) -> Result<ScanResult> {
     let rules = engine::enabled_rules(settings)?;
     let (mut result, project) = engine::run(root, settings, &rules)?;
     if let Some(launch) = &settings.scope {
-        let scope = scope::Scope::of(&project, launch, &root.to_string_lossy()).map_err(|why| {
+        let scope = scope::of(&project, launch, &root.to_string_lossy(), root).map_err(|why| {
             Error::Scope {
                 launch: launch.clone(),
                 why,
@@ -229,6 +231,7 @@ pub fn scan(root: &Path, settings: &Settings) -> Result<ScanResult> {
         }
         result.issues = kept;
         result.out_of_scope = outside;
+        result.scope = Some(scope);
     }
     Ok(result)
 }
@@ -332,6 +335,7 @@ fn write_merged(
             .cloned()
             .collect(),
         unparsed: result.unparsed.clone(),
+        scope: result.scope.clone(),
     };
     let mut excludes = Vec::new();
     for result in results {

@@ -516,8 +516,8 @@ fn scope_keeps_the_launch_path_and_fix_touches_only_it() {
         "only the fixed one is fixed"
     );
 
-    // Without the scope, the rest is pending again.
-    let out = scan(&[]);
+    // Without the scope (`--scope none`: a plain rescan keeps it), the rest is pending again.
+    let out = scan(&["--scope", "none"]);
     assert_eq!(out.status.code(), Some(1));
     let statuses = by_file(root);
     assert_eq!(statuses["policies/other/model.py"], (Status::Pending, None));

@@ -74,6 +74,7 @@ pub fn run(args: &Args) -> Result<u8, Error> {
         })?;
         output::progress(args.quiet, &format!("report written to {}", path.display()));
         record_run(&dir, &started, &report);
+        record_executed(&args.path, &report);
     } else {
         output::progress(
             args.quiet,
@@ -99,6 +100,47 @@ pub fn run(args: &Args) -> Result<u8, Error> {
         report.exit_code()
     };
     Ok(u8::try_from(code).unwrap_or(2))
+}
+
+/// Write the project files the pipeline run executed to `scan::scope::EXECUTED_FILE` (next to
+/// `verify-report.json`), where `npu-scan --scope` and `npu-progress --scope` read them: files a
+/// run of the scope's entry executed are in scope. A run that recorded none leaves the file as
+/// it was; one that cannot be written costs only that refinement, so it is not an error.
+fn record_executed(project: &Path, report: &Report) {
+    let Some(executed) = &report.executed else {
+        return;
+    };
+    let Some(entry) = executed.get("entry").and_then(serde_json::Value::as_str) else {
+        return;
+    };
+    let files: Vec<String> = executed
+        .get("files")
+        .and_then(serde_json::Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(serde_json::Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let record = scan::scope::Executed {
+        command: report
+            .entry
+            .as_ref()
+            .map(|e| e.command.clone())
+            .unwrap_or_default(),
+        entry: entry.to_owned(),
+        files,
+    };
+    let path = project.join(scan::scope::EXECUTED_FILE);
+    let mut bytes = serde_json::to_vec_pretty(&record).unwrap_or_default();
+    bytes.push(b'\n');
+    if let Err(why) = write_atomic(&path, &bytes) {
+        output::progress(
+            false,
+            &format!("warning: cannot write {}: {why}", path.display()),
+        );
+    }
 }
 
 /// Where each run is recorded, one JSON object a line, for the adaptation summary's timing.

@@ -243,6 +243,10 @@ pub struct Report {
     pub incomplete: bool,
     pub checks: Vec<Check>,
     pub harness_runs: Vec<HarnessRunInfo>,
+    /// The project files the pipeline run executed (`entry`, `files`), as the harness read
+    /// them; written to `scan::scope::EXECUTED_FILE`, not to the report.
+    #[serde(skip)]
+    pub executed: Option<serde_json::Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -270,6 +274,7 @@ impl Report {
             incomplete: false,
             checks: Vec::new(),
             harness_runs: Vec::new(),
+            executed: None,
         }
     }
 

@@ -260,6 +260,11 @@ impl Session<'_> {
             );
         }
         let run_failed = self.report_output(&outcome);
+        if mode == "pipeline"
+            && let Some(executed) = outcome.facts.get("executed")
+        {
+            self.report.executed = Some(executed.clone());
+        }
         if let Some(log) = &outcome.kept_log {
             output::progress(
                 self.args.quiet,

@@ -527,3 +527,38 @@ fn ctrl_c_stops_the_harness_group_and_still_reports() {
         "the harness's background process was stopped with its group: {state}"
     );
 }
+
+#[test]
+fn the_files_a_pipeline_run_executed_are_written_beside_the_report() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = good_project(dir.path());
+    let py = fake_python(
+        dir.path(),
+        "echo '{\"type\":\"hello\",\"python\":\"3.10.14\"}' >> \"$results\"\n\
+         echo '{\"type\":\"fact\",\"name\":\"executed\",\"value\":{\"entry\":\"train.py\",\"files\":[\"pkg/a.py\",\"train.py\"],\"seconds\":0.0003}}' >> \"$results\"\n\
+         echo '{\"type\":\"done\"}' >> \"$results\"\nexit 0",
+    );
+    verify()
+        .arg(&root)
+        .args([
+            "--pipeline",
+            "--entry",
+            "train.py",
+            "--format",
+            "json",
+            "--python",
+        ])
+        .arg(&py)
+        .output()
+        .unwrap();
+    let written = std::fs::read(root.join("migrate_to_cloudrobo/executed-files.json"))
+        .unwrap_or_else(|e| panic!("executed-files.json: {e}"));
+    let record: serde_json::Value = serde_json::from_slice(&written).unwrap();
+    assert_eq!(record["entry"], "train.py", "{record:#}");
+    assert_eq!(
+        record["files"],
+        serde_json::json!(["pkg/a.py", "train.py"]),
+        "{record:#}"
+    );
+    assert_eq!(record["command"][1], "train.py", "{record:#}");
+}

@@ -101,6 +101,7 @@ pub fn file_with(issues: Vec<Issue>) -> IssuesFile {
         summary: Summary::default(),
         issues,
         unparsed: vec![],
+        scope: None,
     }
 }
 

@@ -23,6 +23,7 @@ pub fn json(root: &str, result: &crate::ScanResult) -> String {
         summary: issue_model::Summary::of(&result.issues),
         issues: result.issues.clone(),
         unparsed: result.unparsed.clone(),
+        scope: None,
     };
     issue_model::to_json(&file)
 }

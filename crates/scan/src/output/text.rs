@@ -107,6 +107,26 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
             first.reason.as_deref().unwrap_or("out of scope")
         );
     }
+    if let Some(scope) = &result.scope {
+        let ran = if scope.executed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " ({} executed by the recorded verify run)",
+                scope.executed.len()
+            )
+        };
+        let _ = writeln!(
+            out,
+            "Scope: `{}` (entry {}): {} Python files in scope{ran}; kept for rescans (`--scope none` drops it).",
+            scope.launch,
+            scope.entry,
+            scope.files.len()
+        );
+        for note in &scope.notes {
+            let _ = writeln!(out, "  scope: {note}");
+        }
+    }
     if let Some(m) = merge {
         let _ = writeln!(
             out,
