@@ -312,6 +312,7 @@ fn issue(
                 note: None,
             })
             .collect(),
+        blocking: None,
         measured: None,
     }
 }

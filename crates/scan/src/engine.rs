@@ -455,6 +455,7 @@ fn syn_finding(file: &SourceFile<'_>, offset: TextSize, message: &str) -> Findin
         message: message.to_owned(),
         related: Vec::new(),
         fix: None,
+        blocking: None,
     }
 }
 
@@ -513,6 +514,9 @@ pub(crate) fn one_per_line(findings: Vec<Finding>) -> Vec<Finding> {
             continue;
         };
         let earlier = &mut merged[at];
+        if earlier.blocking.is_none() {
+            earlier.blocking.clone_from(&f.blocking);
+        }
         // The issue keeps a fix only when every site on the line has one, so that applying
         // it resolves the issue.
         earlier.fix = match (earlier.fix.take(), f.fix) {
@@ -635,6 +639,7 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             snippet: f.snippet,
             related: f.related,
             fix: f.fix,
+            blocking: f.blocking,
             fix_template: rule.fix_template.to_owned(),
             fingerprint,
             status: Status::Pending,
@@ -664,6 +669,7 @@ mod tests {
             message: message.into(),
             related: Vec::new(),
             fix: None,
+            blocking: None,
         };
         let merged = super::one_per_line(vec![
             finding("P_F64", 3, 5, "m"),
@@ -698,6 +704,7 @@ mod tests {
             message: "m".into(),
             related: Vec::new(),
             fix,
+            blocking: None,
         };
         let edit = |start: u32| {
             let range = crate::source::TextRange::new(start.into(), (start + 6).into());

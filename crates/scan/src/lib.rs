@@ -48,6 +48,7 @@ pub mod rules;
 pub mod scope;
 pub mod semantic;
 pub mod source;
+pub mod support;
 pub mod suppress;
 mod visit;
 pub mod walk;
