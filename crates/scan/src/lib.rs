@@ -397,6 +397,10 @@ pub struct FixSettings {
     /// The project as the user named it, for the commands messages suggest (empty: the root
     /// path).
     pub shown_root: String,
+    /// Fix test and example files too ([`support`]); without it their fixes are left alone
+    /// (counted in [`FixRun::left_alone`]). The entry of `--scope` and a file scanned on its
+    /// own are fixed either way: they were asked for.
+    pub tests_and_examples: bool,
 }
 
 /// What [`fix_project`] did.
@@ -413,6 +417,9 @@ pub struct FixRun {
     /// Fixes held back because the project lacks what they need: per rule, why, and the
     /// fingerprints held ([`fix::missing_prerequisite`]).
     pub held: Vec<(String, String, Vec<String>)>,
+    /// Fixes left alone because their file is a test or an example ([`support`]) and
+    /// [`FixSettings::tests_and_examples`] is off: the fingerprints, by file.
+    pub left_alone: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl FixRun {
@@ -464,6 +471,20 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
                         .iter()
                         .any(|s| issue_model::same_finding(s, &issue.fingerprint))
                 {
+                    if !fix_settings.tests_and_examples
+                        && support::kind(&issue.file).is_some()
+                        && !root.is_file()
+                        && !settings
+                            .scope
+                            .as_deref()
+                            .is_some_and(|launch| support::launched_by(launch, &issue.file))
+                    {
+                        let keys = run.left_alone.entry(issue.file.clone()).or_default();
+                        if !keys.contains(&issue.fingerprint) {
+                            keys.push(issue.fingerprint.clone());
+                        }
+                        continue;
+                    }
                     let missing = held
                         .get(&issue.pattern)
                         .map(|(why, _)| why.clone())

@@ -48,9 +48,48 @@ pub fn kind(rel: &str) -> Option<Support> {
         .then_some(Support::Example)
 }
 
+/// The launch command `launch` (`python examples/train_act.py …`, `python -m examples.train`)
+/// runs the file `rel`: a support file that a port's launch runs is on its training path.
+pub fn launched_by(launch: &str, rel: &str) -> bool {
+    let words: Vec<&str> = launch
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| c == '\'' || c == '"'))
+        .collect();
+    let module = rel
+        .strip_suffix("/__main__.py")
+        .or_else(|| rel.strip_suffix(".py"))
+        .map(|m| m.replace('/', "."));
+    words.iter().enumerate().any(|(n, w)| {
+        let w = w.trim_start_matches("./");
+        w == rel
+            || w.strip_suffix(rel).is_some_and(|head| head.ends_with('/'))
+            || (n > 0 && words[n - 1] == "-m" && module.as_deref() == Some(w))
+    })
+}
+
 #[cfg(test)]
 mod tests {
-    use super::{Support, kind};
+    use super::{Support, kind, launched_by};
+
+    #[test]
+    fn a_launch_command_names_the_file_it_runs() {
+        assert!(launched_by(
+            "python examples/train_act.py --steps 3",
+            "examples/train_act.py"
+        ));
+        assert!(launched_by(
+            "torchrun --nproc_per_node 2 ./examples/t.py",
+            "examples/t.py"
+        ));
+        assert!(launched_by("python proj/examples/t.py", "examples/t.py"));
+        assert!(launched_by("python -m examples.train", "examples/train.py"));
+        assert!(launched_by(
+            "python -m examples.train",
+            "examples/train/__main__.py"
+        ));
+        assert!(!launched_by("python train.py", "examples/train.py"));
+        assert!(!launched_by("python myexamples/t.py", "examples/t.py"));
+    }
 
     #[test]
     fn tests_and_examples_are_told_from_project_code() {

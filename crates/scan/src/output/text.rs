@@ -206,7 +206,7 @@ pub fn rule_list() -> String {
 }
 
 /// What `--fix` / `--diff` did: fixes applied per rule, fixes not applied and why, what is left.
-pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> String {
+pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool, root: &str) -> String {
     let by_key: BTreeMap<&str, &Issue> = run
         .before
         .issues
@@ -271,6 +271,23 @@ pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> Stri
             );
             let _ = writeln!(out, "Not applied: {place}: {why}");
         }
+    }
+    if !run.left_alone.is_empty() {
+        let count: usize = run.left_alone.values().map(Vec::len).sum();
+        let files: Vec<&str> = run.left_alone.keys().map(String::as_str).collect();
+        let shown = if files.len() > 5 {
+            format!("{}, and {} more", files[..5].join(", "), files.len() - 5)
+        } else {
+            files.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "Left alone: {count} fix{} in {} test or example file{} ({shown}); a training run \
+             does not execute them. To fix them too: npu-scan {root} --fix --fix-tests-examples",
+            if count == 1 { "" } else { "es" },
+            files.len(),
+            if files.len() == 1 { "" } else { "s" },
+        );
     }
     // After a written run the rescan is what is left; after a dry run, what was not applied.
     let remaining: Vec<&Issue> = if wrote {
