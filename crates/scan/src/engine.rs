@@ -109,7 +109,15 @@ pub(crate) fn run(
     };
     let modules =
         ModuleClasses::collect(&entries, settings.max_file_size, threads).map_err(Error::Thread)?;
-    run_entries(&entries, &modules, warnings, settings, rules, started)
+    let line_length = crate::line_length::of_project(root);
+    run_entries(
+        &entries,
+        &modules,
+        warnings,
+        settings,
+        rules,
+        (started, line_length),
+    )
 }
 
 /// Scan the one file `rel` of the project at `root`, as if it were the project's only file.
@@ -137,18 +145,26 @@ pub(crate) fn run_alone(
     let modules = ModuleClasses::collect(&tree, settings.max_file_size, settings.threads())
         .map_err(Error::Thread)?;
     let entries = [entry];
-    run_entries(&entries, &modules, Vec::new(), settings, rules, started)
+    let line_length = crate::line_length::of_project(root);
+    run_entries(
+        &entries,
+        &modules,
+        Vec::new(),
+        settings,
+        rules,
+        (started, line_length),
+    )
 }
 
 /// Check `entries` (sorted by path), then the project they make up (`modules`: the module
-/// classes of the whole tree).
+/// classes of the whole tree); `line_length` is the project's, for the code fixes insert.
 fn run_entries(
     entries: &[FileEntry],
     modules: &ModuleClasses,
     mut warnings: Vec<String>,
     settings: &Settings,
     rules: &[&'static RuleInfo],
-    started: Instant,
+    (started, line_length): (Instant, usize),
 ) -> Result<(ScanResult, Project)> {
     let threads = settings.threads();
     let python_rules: Vec<&'static RuleInfo> = rules.to_vec();
@@ -200,7 +216,8 @@ fn run_entries(
         suppressions.insert(entry.rel.clone(), outcome.suppressions);
     }
     stats.cuda_sources = cuda_sources.len();
-    let project = Project::new(facts, cuda_sources, config_files);
+    let mut project = Project::new(facts, cuda_sources, config_files);
+    project.line_length = line_length;
     findings.extend(visit::check_project(&project, rules));
 
     // Fingerprints are made with the suppressed findings among the others, so that adding or

@@ -39,6 +39,7 @@ pub mod facts;
 pub mod files;
 pub mod finding;
 pub mod fix;
+pub mod line_length;
 mod names;
 pub mod output;
 mod parallel;

@@ -198,8 +198,11 @@ fn python() -> std::process::Command {
     )
 }
 
+/// A python with torch to run the project with; without `NPU_PATCHER_PYTHON` (which `cargo xtask
+/// test` always sets) a `python3` without torch skips the runs.
 fn has_torch() -> bool {
-    python()
+    std::env::var_os("NPU_PATCHER_PYTHON").is_some()
+        || python()
         .args(["-c", "import torch"])
         .output()
         .is_ok_and(|o| o.status.success())
@@ -244,6 +247,78 @@ fn the_fixed_entry_trains_on_the_emulated_npu_with_device_npu() {
         out.status.success() && String::from_utf8_lossy(&out.stdout).contains("loss "),
         "{stdout}{stderr}\n{}\n{}",
         String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The lines `--diff` adds, of the `P_ENT` fixes (the NPU setup at entry points).
+fn setup_lines(root: &Path) -> Vec<String> {
+    let (_, diff, stderr) = scan(
+        root,
+        &["--diff", "--select", "P_ENT", "--fix-tests-examples"],
+    );
+    let added: Vec<String> = diff
+        .lines()
+        .filter(|l| l.starts_with('+') && !l.starts_with("+++"))
+        .map(|l| l[1..].to_owned())
+        .collect();
+    assert!(added.len() > 20, "{diff}{stderr}");
+    added
+}
+
+#[test]
+fn the_setup_block_stays_within_the_configured_line_length() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path());
+    // pyproject.toml sets `[tool.ruff] line-length = 79`.
+    for l in setup_lines(&root) {
+        assert!(l.chars().count() <= 79, "{l:?}");
+    }
+    // Without a setting: the default, 88.
+    std::fs::remove_file(root.join("pyproject.toml")).unwrap();
+    std::fs::create_dir(root.join(".git")).unwrap();
+    let lines = setup_lines(&root);
+    for l in &lines {
+        assert!(l.chars().count() <= 88, "{l:?}");
+    }
+    assert!(lines.iter().any(|l| l.chars().count() > 79), "{lines:#?}");
+}
+
+#[test]
+fn an_installed_entry_finds_the_runtime_patcher_through_the_launchers_variable() {
+    if !has_torch() {
+        eprintln!("skipped: no python with torch (set NPU_PATCHER_PYTHON)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = project(dir.path());
+    let (_, stdout, stderr) = scan(
+        &root,
+        &[
+            "--fix",
+            "--unsafe-fixes",
+            "--output",
+            root.to_str().unwrap(),
+        ],
+    );
+    // The ported code, installed elsewhere: no migrate_to_cloudrobo/ above it.
+    let site = dir.path().join("site-packages");
+    copy_dir(&root.join("mpp"), &site.join("mpp"));
+    std::fs::copy(root.join("train.py"), site.join("train.py")).unwrap();
+    let args = ["train.py", "--device", "npu", "--steps", "1"];
+    let mig = root.join("migrate_to_cloudrobo");
+    let out = run_emulated(&site, &args, &[("NPU_PATCHER_MIGRATE_DIR", &mig)]);
+    assert!(
+        out.status.success(),
+        "{stdout}{stderr}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Without the variable the setup looks beside the entry, where there is nothing.
+    let out = run_emulated(&site, &args, &[]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("runtime_patches"),
+        "{}",
         String::from_utf8_lossy(&out.stderr)
     );
 }
