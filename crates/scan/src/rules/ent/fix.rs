@@ -70,7 +70,7 @@ fn setup_lines(ups: usize) -> Vec<Line> {
         line(
             1,
             format!("_npu_dir = _npu_os.environ.get(\"{MIGRATE_DIR_VAR}\")"),
-            Some("exported by train.sh, env_npu.sh and npu-train"),
+            Some("migrate_to_cloudrobo/ as exported by train.sh, env_npu.sh, npu-train"),
         ),
         line(
             1,
@@ -163,7 +163,7 @@ pub(super) fn setup_fix(
         let gate = [line(
             0,
             "if __name__ == \"__main__\":",
-            Some("run as a program (imported, the importing entry sets up the NPU)"),
+            Some("run as a program (imported, the importer sets up the NPU)"),
         )];
         format!(
             "{}{}{}\n",
