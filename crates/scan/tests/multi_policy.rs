@@ -203,9 +203,9 @@ fn python() -> std::process::Command {
 fn has_torch() -> bool {
     std::env::var_os("NPU_PATCHER_PYTHON").is_some()
         || python()
-        .args(["-c", "import torch"])
-        .output()
-        .is_ok_and(|o| o.status.success())
+            .args(["-c", "import torch"])
+            .output()
+            .is_ok_and(|o| o.status.success())
 }
 
 /// Run `args` in `root` on the emulated npu (the bundle's emulator first on `PYTHONPATH`), with

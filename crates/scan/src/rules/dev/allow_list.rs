@@ -131,7 +131,8 @@ pub(super) fn choices(cx: &mut Checker<'_>, call: &ast::ExprCall) {
     let Some((names, cuda)) = elements(list).and_then(device_list) else {
         return;
     };
-    let what = if matches!(call.func.as_ref(), Expr::Attribute(_)) {
+    let what = if matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "add_argument")
+    {
         "argparse"
     } else {
         "click"
@@ -237,7 +238,13 @@ pub(super) fn device_enum(cx: &mut Checker<'_>, class: &ast::StmtClassDef) {
     let fix = fix::requote(cx.slice(cuda_value.range()), "npu")
         .filter(|_| indent.chars().all(|c| c == ' ' || c == '\t'))
         .map(|npu| {
-            let at = TextSize::new(cuda_stmt.end().to_u32());
+            // At the end of the member's line, after any comment on it.
+            let end = usize::from(cuda_stmt.end());
+            let mut eol = text[end..].find('\n').map_or(text.len(), |i| end + i);
+            if text[..eol].ends_with('\r') {
+                eol -= 1;
+            }
+            let at = TextSize::new(u32::try_from(eol).unwrap_or(cuda_stmt.end().to_u32()));
             fix::edits(
                 Applicability::Unsafe,
                 format!(
