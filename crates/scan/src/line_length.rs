@@ -69,7 +69,7 @@ fn setting(text: &str, sections: &[&str], keys: &[&str]) -> Option<usize> {
     for raw in text.lines() {
         let line = raw.split('#').next().unwrap_or("").trim();
         if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            section = name.trim().trim_matches('"').to_owned();
+            name.trim().trim_matches('"').clone_into(&mut section);
             continue;
         }
         if !sections.contains(&section.as_str()) {
@@ -78,10 +78,10 @@ fn setting(text: &str, sections: &[&str], keys: &[&str]) -> Option<usize> {
         let Some((key, value)) = line.split_once(['=', ':']) else {
             continue;
         };
-        if keys.contains(&key.trim()) {
-            if let Ok(n) = value.trim().parse::<usize>() {
-                return (n >= 40).then_some(n);
-            }
+        if keys.contains(&key.trim())
+            && let Ok(n) = value.trim().parse::<usize>()
+        {
+            return (n >= 40).then_some(n);
         }
     }
     None

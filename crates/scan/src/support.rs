@@ -32,7 +32,9 @@ pub fn kind(rel: &str) -> Option<Support> {
     if parts
         .iter()
         .any(|d| matches!(*d, "test" | "tests" | "testing"))
-        || (name.ends_with(".py")
+        || (std::path::Path::new(name)
+            .extension()
+            .is_some_and(|e| e == "py")
             && (stem.starts_with("test_") || stem.ends_with("_test") || stem == "conftest"))
     {
         return Some(Support::Test);

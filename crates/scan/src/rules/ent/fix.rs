@@ -13,6 +13,7 @@ use crate::facts::FileFacts;
 use crate::fix;
 use crate::source::{TextRange, TextSize};
 use issue_model::{Applicability, Fix};
+use std::fmt::Write as _;
 
 /// The directory, under the project root, that holds `runtime_patches.py`.
 pub(super) const ASSETS_DIR: &str = "migrate_to_cloudrobo";
@@ -110,7 +111,7 @@ fn render(lines: &[Line], base: usize, width: usize) -> String {
         }
         let pad = " ".repeat(4 * (base + l.level));
         let Some(comment) = l.comment else {
-            out.push_str(&format!("{pad}{}\n", l.code));
+            let _ = writeln!(out, "{pad}{}", l.code);
             continue;
         };
         // A code line with a comment of its own (`# noqa: F401`) continues it.
@@ -129,7 +130,7 @@ fn render(lines: &[Line], base: usize, width: usize) -> String {
         let mut current = String::new();
         for word in comment.split(' ') {
             if !current.is_empty() && current.chars().count() + 1 + word.chars().count() > room {
-                out.push_str(&format!("{pad}# {current}\n"));
+                let _ = writeln!(out, "{pad}# {current}");
                 current.clear();
             }
             if !current.is_empty() {
@@ -138,9 +139,9 @@ fn render(lines: &[Line], base: usize, width: usize) -> String {
             current.push_str(word);
         }
         if !current.is_empty() {
-            out.push_str(&format!("{pad}# {current}\n"));
+            let _ = writeln!(out, "{pad}# {current}");
         }
-        out.push_str(&format!("{pad}{}\n", l.code));
+        let _ = writeln!(out, "{pad}{}", l.code);
     }
     out
 }
