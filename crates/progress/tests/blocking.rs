@@ -52,4 +52,18 @@ fn next_and_list_show_blocking_issues_first() {
     for (n, id) in ids.iter().enumerate() {
         assert_eq!(blocking.contains(id), n < 5, "{listed}");
     }
+
+    let out = Command::cargo_bin("npu-progress")
+        .unwrap()
+        .arg(&issues)
+        .arg("--check-complete")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.contains(
+            "issues pending (5 blocking: the run stops on the NPU until they are fixed; listed first)"
+        ),
+        "{shown}"
+    );
 }
