@@ -17,9 +17,12 @@ use crate::source::ast::{self, CmpOp, Expr, Ranged, Stmt, UnaryOp};
 use crate::source::{TextRange, TextSize};
 use issue_model::{Applicability, Fix};
 
+/// Choices that go with device names in a device option and name no device themselves.
+const NOT_A_DEVICE: &[&str] = &["auto", "default", "none", ""];
+
 /// The device names of a list/tuple/set literal of strings, when every element is a string
-/// naming a device, there are at least two, `"cuda"` is one and `"npu"` none; with the `"cuda"`
-/// element.
+/// naming a device (or `"auto"`, [`NOT_A_DEVICE`]), there are at least two device names,
+/// `"cuda"` is one and `"npu"` none; with the `"cuda"` element.
 fn device_list(elts: &[Expr]) -> Option<(Vec<&str>, &Expr)> {
     let mut names = Vec::with_capacity(elts.len());
     let mut cuda = None;
@@ -28,6 +31,9 @@ fn device_list(elts: &[Expr]) -> Option<(Vec<&str>, &Expr)> {
         let ast::Constant::Str(s) = &c.value else {
             return None;
         };
+        if NOT_A_DEVICE.contains(&s.to_ascii_lowercase().as_str()) {
+            continue;
+        }
         let base = s.split(':').next().unwrap_or(s);
         if !super::dispatch::is_device_name(s) || base == "npu" {
             return None;
