@@ -127,6 +127,20 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
+                // A device allow-list that rejects the NPU (also through a module constant):
+                // the fix adds "npu" to the list, whatever the branches do (the rejecting one
+                // only raises).
+                if let Some((reason, fix)) = allow_list::comparison(cx, cmp, expr)
+                    && !gates_cuda_only_path(cx.semantic(), expr)
+                {
+                    let finding = cx.report(
+                        expr.range(),
+                        format!("{reason}; add \"npu\" to the list (see P_DEV.md)"),
+                    );
+                    finding.fix = fix;
+                    finding.blocking = Some(reason);
+                    return;
+                }
                 let pin = is_hint(cx.semantic(), expr, "pin_memory");
                 let Some(message) = compare(cx.semantic(), cmp).filter(|_| {
                     !gates_cuda_only_path(cx.semantic(), expr)
@@ -142,17 +156,6 @@ impl Rule for DeviceAssumption {
                 } else {
                     message
                 };
-                // A device allow-list that rejects the NPU: the fix adds "npu" to the list,
-                // whatever the branches do (the rejecting one only raises).
-                if let Some((reason, fix)) = allow_list::comparison(cx, cmp, expr) {
-                    let finding = cx.report(
-                        expr.range(),
-                        format!("{reason}; add \"npu\" to the list (see P_DEV.md)"),
-                    );
-                    finding.fix = fix;
-                    finding.blocking = Some(reason);
-                    return;
-                }
                 let mut fix = comparison::fix(cx, cmp, expr);
                 let mut message = message;
                 match fix

@@ -56,6 +56,15 @@ fn elements(expr: &Expr) -> Option<&[Expr]> {
     }
 }
 
+/// The elements of a list literal, or of the list a module constant of the file holds
+/// (`SUPPORTED_DEVICES = ("cuda", "cpu")`, then `device not in SUPPORTED_DEVICES`).
+fn list_of<'a>(sem: &Semantic<'a>, expr: &'a Expr) -> Option<&'a [Expr]> {
+    match expr {
+        Expr::Name(n) => elements(sem.module_constant(n.id.as_str())?),
+        _ => elements(expr),
+    }
+}
+
 /// The file may block the run: not a test or an example.
 fn on_training_path(cx: &Checker<'_>) -> bool {
     crate::support::kind(cx.path()).is_none()
@@ -81,18 +90,23 @@ fn admit_after(
 /// as the blocking reason and the fix that adds `"npu"` to the list. The comparison tests an
 /// `if` whose taken branch raises (`if device not in (…): raise`, or `if device in (…): … else:
 /// raise`), or is an `assert`.
-pub(super) fn comparison(
-    cx: &Checker<'_>,
-    cmp: &ast::ExprCompare,
-    whole: &Expr,
+pub(super) fn comparison<'a>(
+    cx: &Checker<'a>,
+    cmp: &'a ast::ExprCompare,
+    whole: &'a Expr,
 ) -> Option<(String, Option<Fix>)> {
     if !on_training_path(cx) {
         return None;
     }
-    let ([op], [right]) = (cmp.ops.as_slice(), cmp.comparators.as_slice()) else {
+    let ([op @ (CmpOp::In | CmpOp::NotIn)], [right]) =
+        (cmp.ops.as_slice(), cmp.comparators.as_slice())
+    else {
         return None;
     };
-    let (names, cuda) = device_list(elements(right)?)?;
+    if !super::is_device_like(&cmp.left) {
+        return None;
+    }
+    let (names, cuda) = device_list(list_of(cx.semantic(), right)?)?;
     let admitted_raises = match cx.semantic().current_stmt()? {
         Stmt::Assert(a) if a.test.range().contains_range(whole.range()) => {
             matches!(op, CmpOp::In).then_some("fails the assert")?
@@ -120,7 +134,7 @@ pub(super) fn comparison(
 
 /// `parser.add_argument("--device", choices=["cuda", "cpu"])` and `click.Choice(["cuda", "cpu"])`:
 /// a command line that rejects `npu`. Reported at the list, blocking, with a safe fix.
-pub(super) fn choices(cx: &mut Checker<'_>, call: &ast::ExprCall) {
+pub(super) fn choices<'a>(cx: &mut Checker<'a>, call: &'a ast::ExprCall) {
     let list = if let Expr::Attribute(a) = call.func.as_ref()
         && a.attr.as_str() == "add_argument"
     {
@@ -134,7 +148,7 @@ pub(super) fn choices(cx: &mut Checker<'_>, call: &ast::ExprCall) {
         None
     };
     let Some(list) = list else { return };
-    let Some((names, cuda)) = elements(list).and_then(device_list) else {
+    let Some((names, cuda)) = list_of(cx.semantic(), list).and_then(device_list) else {
         return;
     };
     let what = if matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "add_argument")
