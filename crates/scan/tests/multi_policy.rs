@@ -322,3 +322,36 @@ fn an_installed_entry_finds_the_runtime_patcher_through_the_launchers_variable()
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// An allow-list whose error says the code requires those devices gets an unsafe fix; one that
+/// only names the devices it knows gets a safe one. Both block the run.
+#[test]
+fn an_allow_list_that_states_a_requirement_gets_an_unsafe_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("proj");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(
+        root.join("share.py"),
+        "def share(device):\n    if device not in (\"cpu\", \"cuda\"):\n        raise ValueError(\"sharing requires a CPU or CUDA device\")\n\n\ndef pick(device):\n    if device not in (\"cpu\", \"cuda\"):\n        raise ValueError(f\"unknown device {device}\")\n",
+    )
+    .unwrap();
+    let (_, json, stderr) = scan(&root, &["--no-write", "--format", "json"]);
+    let doc: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {stderr}"));
+    let by_line = |line: u64| {
+        doc["issues"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["line"] == line)
+            .unwrap_or_else(|| panic!("no issue at line {line}: {json}"))
+            .clone()
+    };
+    let (share, pick) = (by_line(2), by_line(7));
+    assert!(
+        share["blocking"].is_string() && pick["blocking"].is_string(),
+        "{json}"
+    );
+    assert_eq!(share["fix"]["applicability"], "unsafe", "{json}");
+    assert_eq!(pick["fix"]["applicability"], "safe", "{json}");
+}

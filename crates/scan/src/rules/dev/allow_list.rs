@@ -107,19 +107,20 @@ pub(super) fn comparison<'a>(
         return None;
     }
     let (names, cuda) = device_list(list_of(cx.semantic(), right)?)?;
-    let admitted_raises = match cx.semantic().current_stmt()? {
+    // What the check says when it rejects a device: the assert's message or the raise.
+    let (admitted_raises, error) = match cx.semantic().current_stmt()? {
         Stmt::Assert(a) if a.test.range().contains_range(whole.range()) => {
-            matches!(op, CmpOp::In).then_some("fails the assert")?
+            matches!(op, CmpOp::In).then_some(())?;
+            let error = a.msg.as_ref().map_or("", |m| cx.slice(m.range()));
+            ("fails the assert", error)
         }
         Stmt::If(s) if s.test.range().contains_range(whole.range()) => {
             let negated =
                 matches!(s.test.as_ref(), Expr::UnaryOp(u) if matches!(u.op, UnaryOp::Not));
             let rejects_in_body = matches!(op, CmpOp::NotIn) != negated;
             let branch = if rejects_in_body { &s.body } else { &s.orelse };
-            branch
-                .iter()
-                .any(|s| matches!(s, Stmt::Raise(_)))
-                .then_some("raises")?
+            let raise = branch.iter().find(|s| matches!(s, Stmt::Raise(_)))?;
+            ("raises", cx.slice(raise.range()))
         }
         _ => return None,
     };
@@ -128,7 +129,23 @@ pub(super) fn comparison<'a>(
          with the device `npu` stops here before it reaches the NPU",
         names.join("/")
     );
-    let fix = admit_after(cx, cuda, Applicability::Safe, "the device allow-list");
+    // "requires a CPU or CUDA device" names what the code after the check can run (CUDA IPC, a
+    // kernel), not only the devices it knows: admitting the NPU there needs a look.
+    let lower = error.to_ascii_lowercase();
+    let fix = if ["requir", "need", "must", "only"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        admit_after(cx, cuda, Applicability::Unsafe, "the device allow-list").map(|mut f| {
+            f.message.push_str(
+                "; unsafe: the error says the code requires these devices, so check that what \
+                 follows the check runs on the NPU",
+            );
+            f
+        })
+    } else {
+        admit_after(cx, cuda, Applicability::Safe, "the device allow-list")
+    };
     Some((reason, fix))
 }
 
