@@ -104,7 +104,19 @@ unset _npu_env_set_env _npu_env_emulated
 unset -f _npu_env_find_set_env
 
 # ---------------------------------------------------------------------------------------------
-# 2. Performance (NPU-FACTS.md, "Performance environment (training)")
+# 2. Where this folder is
+# ---------------------------------------------------------------------------------------------
+# The NPU setup that `npu-scan --fix` inserts at entry points imports runtime_patches.py from
+# $NPU_PATCHER_MIGRATE_DIR when set (else from migrate_to_cloudrobo/ of the project root, found
+# from the entry file: a source checkout only). Set here to this file's folder, so that an entry
+# point installed as a package finds it too; train.sh and npu-train set it to their project's.
+if [ -n "${BASH_SOURCE[0]:-}" ] && [ -f "$(dirname -- "${BASH_SOURCE[0]}")/runtime_patches.py" ]; then
+    NPU_PATCHER_MIGRATE_DIR="$(cd -- "$(dirname -- "${BASH_SOURCE[0]}")" && pwd)"
+    export NPU_PATCHER_MIGRATE_DIR
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 3. Performance (NPU-FACTS.md, "Performance environment (training)")
 # ---------------------------------------------------------------------------------------------
 # Operator dispatch pipeline level 2 overlaps host dispatch with device work; use 1 if memory is tight.
 : "${TASK_QUEUE_ENABLE:=2}"

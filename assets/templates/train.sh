@@ -9,7 +9,9 @@
 #
 # It runs the launch command exactly as given ("$@", unchanged) after it
 #   1. sources env_npu.sh (CANN + performance variables) from this directory,
-#   2. puts this directory first on PYTHONPATH (so `import runtime_patches` works),
+#   2. puts this directory first on PYTHONPATH (so `import runtime_patches` works) and exports
+#      it as NPU_PATCHER_MIGRATE_DIR (where the NPU setup that `npu-scan --fix` inserts looks
+#      first, so an entry point installed as a package finds it too),
 #   3. copies the output (stdout and stderr, merged as with 2>&1) to
 #      migrate_to_cloudrobo/logs/train_<YYYYmmdd_HHMMSS>.log while still showing it,
 # and exits with the launch command's exit code.
@@ -69,6 +71,8 @@ case ":${PYTHONPATH:-}:" in
     *) PYTHONPATH="$NPU_MIGRATE_DIR${PYTHONPATH:+:$PYTHONPATH}" ;;
 esac
 export PYTHONPATH
+NPU_PATCHER_MIGRATE_DIR="$NPU_MIGRATE_DIR"
+export NPU_PATCHER_MIGRATE_DIR
 : "${PYTHONUNBUFFERED:=1}"
 export PYTHONUNBUFFERED
 

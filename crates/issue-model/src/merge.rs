@@ -389,6 +389,7 @@ mod tests {
             status: Status::Pending,
             reason: None,
             history: Vec::new(),
+            blocking: None,
             measured: Some(crate::schema::Measured {
                 check: check.to_owned(),
                 evidence: "8 host syncs per step at train.py:3".to_owned(),

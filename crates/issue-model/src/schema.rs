@@ -190,6 +190,11 @@ pub struct Issue {
     /// The automatic fix (`npu-scan --fix`), when the rule has one for this finding.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fix: Option<Fix>,
+    /// Set when the finding stops the training run on the NPU before anything else does (a
+    /// device allow-list that rejects `npu`): why. Such issues come first in every listing and
+    /// in `npu-progress --next`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking: Option<String>,
     /// Line-independent fingerprint; see [`crate::fingerprint`].
     pub fingerprint: String,
     pub status: Status,

@@ -32,6 +32,7 @@ fn issue(pattern: &str, file: &str, snippet: &str, line: u32) -> Issue {
         status: Status::Pending,
         reason: None,
         history: vec![],
+        blocking: None,
         measured: None,
     }
 }

@@ -110,8 +110,9 @@ pub enum Command {
     /// Draft PROJECT/migrate_to_cloudrobo/ADAPTATION_SUMMARY.md from the tools' records.
     ///
     /// Reads issues.json (status and time per issue), `git diff` since the port started
-    /// (the first commit that added migrate_to_cloudrobo/, or --base), the last verify report
-    /// and the training logs. A summary you edited is never overwritten without --force.
+    /// (the last commit before it, or --base), the last verify report and the training logs.
+    /// The summary says which base it chose and how. A summary you edited is never
+    /// overwritten without --force.
     #[command(
         after_help = "Examples:\n  npu-assets summary .\n  npu-assets summary . --issues ../issues.json --base v1.0\n  npu-assets summary . --stdout | diff - migrate_to_cloudrobo/ADAPTATION_SUMMARY.md"
     )]
@@ -121,7 +122,10 @@ pub enum Command {
         /// issues.json [default: PROJECT/issues.json, then ./issues.json]
         #[arg(long, value_name = "PATH")]
         issues: Option<PathBuf>,
-        /// Commit, branch or tag the port started from [default: the first commit that added migrate_to_cloudrobo/]
+        /// Commit, branch or tag the port started from [default: the last commit before the
+        /// port began: the parent of the first commit that touched migrate_to_cloudrobo/ or
+        /// issues.json or added the NPU setup (`_NPU_PATCHER`), committed or not; HEAD while
+        /// no commit did]
         #[arg(long, value_name = "REV")]
         base: Option<String>,
         /// npu-verify's JSON report [default: PROJECT/migrate_to_cloudrobo/verify-report.json]

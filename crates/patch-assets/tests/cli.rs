@@ -312,6 +312,7 @@ fn issue(
                 note: None,
             })
             .collect(),
+        blocking: None,
         measured: None,
     }
 }
@@ -426,12 +427,14 @@ fn summary_drafts_from_issues_git_and_verify() {
         text.contains("| `FLA-bbbbbb` | `P_FLA` | `model.py:3` (Policy.forward) | skipped | 2m 00s | behind a \\| fallback that works on NPU |"),
         "{text}"
     );
-    // Inventory: against the commit that added migrate_to_cloudrobo/, untracked files included,
-    // the tools' own records left out.
+    // Inventory: against the last commit before the port began (the parent of the commit that
+    // added migrate_to_cloudrobo/), untracked files included, the tools' own records left out.
     assert!(
-        text.contains("the first commit that added `migrate_to_cloudrobo/`"),
+        text.contains("the last commit before the port began: the parent of `"),
         "{text}"
     );
+    assert!(text.contains("(\"start the port\")"), "{text}");
+    assert!(text.contains("`npu-assets summary . --base REV`"), "{text}");
     assert!(text.contains("| modified | `model.py` | 1 | 1 |"), "{text}");
     assert!(text.contains("| removed | `old.py` | 0 | 1 |"), "{text}");
     assert!(
@@ -439,8 +442,9 @@ fn summary_drafts_from_issues_git_and_verify() {
         "{text}"
     );
     assert!(!text.contains("`issues.json`"), "{text}");
+    // The port added the launchers.
     assert!(
-        !text.contains("| `migrate_to_cloudrobo/train.sh`"),
+        text.contains("| added | `migrate_to_cloudrobo/train.sh` |"),
         "{text}"
     );
     // Verify and known issues.
@@ -485,6 +489,96 @@ fn summary_drafts_from_issues_git_and_verify() {
     assert_eq!(fs::read_to_string(&path).unwrap(), edited);
     let forced = npu_assets(&["summary", ".", "--force"], p);
     assert!(stdout(&forced).starts_with("replaced "));
+}
+
+/// The first line of the summary's inventory (`Base ...`), from `npu-assets summary . --stdout`.
+fn base_line(p: &Path) -> String {
+    let out = npu_assets(&["summary", ".", "--stdout"], p);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    text.lines()
+        .find(|l| l.starts_with("Base `"))
+        .unwrap_or_else(|| panic!("no base line: {text}"))
+        .to_owned()
+}
+
+fn head_of(p: &Path, rev: &str) -> String {
+    let out = Command::new("git")
+        .args(["rev-parse", rev])
+        .current_dir(p)
+        .output()
+        .unwrap();
+    stdout(&out).trim().chars().take(12).collect()
+}
+
+/// A repository with the original code committed.
+fn original_project() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path();
+    fs::write(p.join("model.py"), "import torch\nx = 1\n").unwrap();
+    fs::write(p.join("README.md"), "a model\n").unwrap();
+    git(p, &["init", "-q"]);
+    git(p, &["add", "."]);
+    git(p, &["commit", "-qm", "original"]);
+    dir
+}
+
+const PORTED_MODEL: &str = "try:\n    import torch_npu\nexcept ImportError:\n    torch_npu = None\n_NPU_PATCHER = None\nimport torch\nx = 1\n";
+
+#[test]
+fn summary_base_is_the_commit_before_the_port_when_migrate_to_cloudrobo_is_never_committed() {
+    let dir = original_project();
+    let p = dir.path();
+    let original = head_of(p, "HEAD");
+    npu_assets(&["init", "."], p);
+    fs::write(p.join(".gitignore"), "migrate_to_cloudrobo/\nissues.json\n").unwrap();
+    fs::write(p.join("model.py"), PORTED_MODEL).unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-qm", "run on the NPU"]);
+    fs::write(p.join("README.md"), "a model, on NPUs too\n").unwrap();
+    git(p, &["commit", "-qam", "docs"]);
+    let line = base_line(p);
+    assert!(
+        line.starts_with(&format!(
+            "Base `{original}`: the last commit before the port began: the parent of `"
+        )),
+        "{line}"
+    );
+    assert!(line.contains("(\"run on the NPU\")"), "{line}");
+    let out = npu_assets(&["summary", ".", "--stdout"], p);
+    let text = stdout(&out);
+    assert!(text.contains("| modified | `model.py` |"), "{text}");
+    assert!(text.contains("| modified | `README.md` |"), "{text}");
+}
+
+#[test]
+fn summary_base_is_before_a_commit_that_holds_the_port_and_its_assets_together() {
+    let dir = original_project();
+    let p = dir.path();
+    let original = head_of(p, "HEAD");
+    npu_assets(&["init", "."], p);
+    fs::write(p.join("model.py"), PORTED_MODEL).unwrap();
+    git(p, &["add", "."]);
+    git(p, &["commit", "-qm", "port"]);
+    let line = base_line(p);
+    assert!(line.starts_with(&format!("Base `{original}`:")), "{line}");
+    let text = stdout(&npu_assets(&["summary", ".", "--stdout"], p));
+    assert!(text.contains("| modified | `model.py` | 5 | 0 |"), "{text}");
+}
+
+#[test]
+fn summary_base_is_head_while_the_port_is_uncommitted() {
+    let dir = original_project();
+    let p = dir.path();
+    let head = head_of(p, "HEAD");
+    npu_assets(&["init", "."], p);
+    fs::write(p.join("model.py"), PORTED_MODEL).unwrap();
+    let line = base_line(p);
+    assert!(
+        line.starts_with(&format!("Base `{head}`: HEAD, since no commit touches `migrate_to_cloudrobo/`, issues.json or the NPU setup: the port is not committed")),
+        "{line}"
+    );
+    assert!(line.contains("`npu-assets summary . --base REV`"), "{line}");
 }
 
 #[test]

@@ -363,9 +363,16 @@ fn train_sets_pythonpath_and_the_environment() {
         &[
             "sh",
             "-c",
-            "echo \"pp=$PYTHONPATH\"; echo \"tq=$TASK_QUEUE_ENABLE\"; echo \"unbuf=$PYTHONUNBUFFERED\"",
+            "echo \"pp=$PYTHONPATH\"; echo \"tq=$TASK_QUEUE_ENABLE\"; echo \"unbuf=$PYTHONUNBUFFERED\"; echo \"mig=$NPU_PATCHER_MIGRATE_DIR\"",
         ],
-        &[("PYTHONPATH", "/existing"), ("TASK_QUEUE_ENABLE", "1")],
+        &[
+            ("PYTHONPATH", "/existing"),
+            ("TASK_QUEUE_ENABLE", "1"),
+            (
+                "NPU_PATCHER_MIGRATE_DIR",
+                "/another/project/migrate_to_cloudrobo",
+            ),
+        ],
     );
     assert!(out.status.success(), "{}", stderr(&out));
     let mig = fs::canonicalize(proj.join("migrate_to_cloudrobo")).unwrap();
@@ -376,6 +383,34 @@ fn train_sets_pythonpath_and_the_environment() {
     );
     assert!(text.contains("tq=1\n"), "{text}");
     assert!(text.contains("unbuf=1\n"), "{text}");
+    // Where the inserted NPU setup finds runtime_patches.py: this project's, whatever was set.
+    assert!(text.contains(&format!("mig={}\n", mig.display())), "{text}");
+}
+
+#[test]
+fn env_exports_its_folder_when_it_holds_the_runtime_patcher() {
+    let sb = Sandbox::new();
+    let proj = project(&sb);
+    let mig = fs::canonicalize(proj.join("migrate_to_cloudrobo")).unwrap();
+    let script =
+        "set -u; . migrate_to_cloudrobo/env_npu.sh; echo \"mig=${NPU_PATCHER_MIGRATE_DIR-unset}\"";
+    let run = || {
+        Command::new("bash")
+            .arg("-c")
+            .arg(script)
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("HOME", sb.path().join("home"))
+            .env("NPU_ASCEND_ROOTS", sb.path().join("roots"))
+            .env("NPU_CANN_INSTALL_INFO", sb.path().join("install.info"))
+            .current_dir(&proj)
+            .output()
+            .unwrap()
+    };
+    // Without runtime_patches.py beside it (a copy elsewhere) it sets nothing.
+    assert_eq!(stdout(&run()), "mig=unset\n");
+    fs::write(mig.join("runtime_patches.py"), "").unwrap();
+    assert_eq!(stdout(&run()), format!("mig={}\n", mig.display()));
 }
 
 #[test]

@@ -366,11 +366,23 @@ pub fn check_complete(ctx: &mut Ctx<'_>) -> Result<Exit> {
             count("skipped")
         )?;
     } else {
+        let blocking = order
+            .iter()
+            .filter(|&&n| file.issues[n].blocking.is_some())
+            .count();
         writeln!(
             ctx.out,
-            "incomplete: {} of {} issues pending",
+            "incomplete: {} of {} issues pending{}",
             order.len(),
-            file.issues.len()
+            file.issues.len(),
+            if blocking == 0 {
+                String::new()
+            } else {
+                format!(
+                    " ({blocking} blocking: the run stops on the NPU until {} fixed; listed first)",
+                    if blocking == 1 { "it is" } else { "they are" }
+                )
+            }
         )?;
         rows(ctx, &file, &order)?;
         writeln!(ctx.out, "work through them with: {} --next", ctx.command())?;

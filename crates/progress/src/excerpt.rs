@@ -208,6 +208,7 @@ mod tests {
             status: issue_model::Status::Pending,
             reason: None,
             history: vec![],
+            blocking: None,
             measured: None,
         }
     }

@@ -84,6 +84,9 @@ pub fn head(style: Style, issue: &Issue) -> String {
         .as_deref()
         .map_or_else(|| "  (module level)".to_owned(), |s| format!("  in {s}"));
     let _ = writeln!(out, "{}{symbol}", style.bold(&location(issue)));
+    if let Some(why) = &issue.blocking {
+        let _ = writeln!(out, "{}: {why}", style.paint("1;31", "BLOCKING"));
+    }
     let _ = writeln!(out, "{}", issue.message);
     out
 }

@@ -10,13 +10,14 @@ use std::path::Path;
 /// The pattern of the entry-point rule: its file is set up for the NPU first.
 pub const ENTRY_PATTERN: &str = "P_ENT";
 
-/// The work order: errors before warnings before infos; within a severity, entry-point files
-/// first, then by file; in a file the entry-point issue first, then by position.
+/// The work order: blocking issues ([`Issue::blocking`]: they stop the run on the NPU) first;
+/// then errors before warnings before infos; within a severity, entry-point files first, then
+/// by file; in a file the entry-point issue first, then by position.
 pub struct WorkOrder<'a> {
     entry_files: BTreeSet<&'a str>,
 }
 
-type Key<'a> = (Severity, bool, &'a str, bool, u32, u32, &'a str);
+type Key<'a> = (bool, Severity, bool, &'a str, bool, u32, u32, &'a str);
 
 impl<'a> WorkOrder<'a> {
     pub fn new(issues: &'a [Issue]) -> WorkOrder<'a> {
@@ -31,6 +32,7 @@ impl<'a> WorkOrder<'a> {
 
     fn key(&self, i: &'a Issue) -> Key<'a> {
         (
+            i.blocking.is_none(),
             i.severity,
             !self.entry_files.contains(i.file.as_str()),
             i.file.as_str(),
@@ -184,6 +186,7 @@ mod tests {
             status: Status::Pending,
             reason: None,
             history: vec![],
+            blocking: None,
             measured: None,
         }
     }
@@ -202,6 +205,27 @@ mod tests {
             unparsed: vec![],
             scope: None,
         }
+    }
+
+    #[test]
+    fn blocking_issues_come_first() {
+        let mut issues = vec![
+            issue("T0", "P_ENT", Severity::Error, "train.py", 80),
+            issue("A", "P_RND", Severity::Error, "a.py", 5),
+            issue("W", "P_DEV", Severity::Warning, "z.py", 1),
+            issue("D", "P_DEV", Severity::Error, "utils/device.py", 7),
+        ];
+        issues[2].blocking = Some("an allow-list".to_owned());
+        issues[3].blocking = Some("an allow-list".to_owned());
+        let order = WorkOrder::new(&issues);
+        let all = Filter::default();
+        let ids: Vec<&str> = order
+            .sorted(&issues, &all)
+            .into_iter()
+            .map(|n| issues[n].id.as_str())
+            .collect();
+        assert_eq!(ids, ["D", "W", "T0", "A"]);
+        assert_eq!(order.first(&issues, &all), Some(3));
     }
 
     #[test]

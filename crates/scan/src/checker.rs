@@ -75,6 +75,7 @@ impl<'a> Checker<'a> {
             message: message.into(),
             related: Vec::new(),
             fix: None,
+            blocking: None,
         };
         self.findings.push(finding);
         let last = self.findings.len() - 1;

@@ -18,6 +18,7 @@ Examples:
   npu-scan . --scope 'python train.py --policy act'   port one training path (kept in issues.json)
   npu-scan . --fix                          apply the safe fixes, rescan, record them in issues.json
   npu-scan . --diff --unsafe-fixes          show every fix as a diff, change nothing
+  npu-scan . --fix --fix-tests-examples     also fix tests/, test_*.py, conftest.py, examples/, docs/
   npu-scan . --fix --diff > fixes.patch     apply the safe fixes and print what changed
   npu-scan . --format sarif > scan.sarif    for code-scanning UIs
   npu-scan --explain P_RND                  what a rule finds and how to fix it
@@ -90,6 +91,12 @@ pub struct Cli {
     /// kernel runs; review them).
     #[arg(long)]
     pub unsafe_fixes: bool,
+    /// With --fix or --diff: fix test and example files too. By default --fix leaves alone
+    /// files under a test/tests/testing or example(s)/tutorial(s)/doc(s) directory and files
+    /// named test_*.py, *_test.py or conftest.py (a training run does not execute them), and
+    /// says how many fixes it left there. The --scope entry is fixed either way.
+    #[arg(long)]
+    pub fix_tests_examples: bool,
     /// Print the fixes --fix would apply as a unified diff (bytes exactly as in the files:
     /// `git apply` or `patch -p1` reproduce them); change nothing (not even issues.json).
     /// With --fix: apply them and print the diff of what changed (the summary goes to stderr).
@@ -132,6 +139,10 @@ pub enum CliError {
     Io(#[from] std::io::Error),
     #[error("--unsafe-fixes needs --fix or --diff: `npu-scan PATH --fix --unsafe-fixes`")]
     UnsafeWithoutFix,
+    #[error(
+        "--fix-tests-examples needs --fix or --diff: `npu-scan PATH --fix --fix-tests-examples`"
+    )]
+    TestsWithoutFix,
     #[error("--torch-npu: {0}")]
     TorchNpu(String),
 }
@@ -205,6 +216,9 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
     if cli.unsafe_fixes && !cli.fix && !cli.diff {
         return Err(CliError::UnsafeWithoutFix);
     }
+    if cli.fix_tests_examples && !cli.fix && !cli.diff {
+        return Err(CliError::TestsWithoutFix);
+    }
     let fix_run = if cli.fix || cli.diff {
         // Issues skipped as false positives are not fixed; a corrupt issues.json stops the run
         // before any file is touched.
@@ -225,6 +239,7 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             write: cli.fix,
             skipped,
             shown_root: cli.path.to_string_lossy().into_owned(),
+            tests_and_examples: cli.fix_tests_examples,
         };
         Some(
             crate::fix_project(&cli.path, &settings, &fix_settings)
@@ -246,7 +261,15 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
         out.flush()?;
         if !cli.fix {
             if !cli.quiet {
-                err.write_all(output::text::fix_summary(run, cli.unsafe_fixes, false).as_bytes())?;
+                err.write_all(
+                    output::text::fix_summary(
+                        run,
+                        cli.unsafe_fixes,
+                        false,
+                        &cli.path.to_string_lossy(),
+                    )
+                    .as_bytes(),
+                )?;
                 write_warnings(err, &result.warnings)?;
             }
             return Ok(i32::from(!diffs.is_empty() && !cli.exit_zero));
@@ -288,7 +311,12 @@ fn run_inner(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> Result<i32,
             .as_deref(),
     );
     if let Some(run) = &fix_run {
-        summary.push_str(&output::text::fix_summary(run, cli.unsafe_fixes, true));
+        summary.push_str(&output::text::fix_summary(
+            run,
+            cli.unsafe_fixes,
+            true,
+            &cli.path.to_string_lossy(),
+        ));
     }
     match cli.format {
         // With --fix --diff, stdout holds the diff only.

@@ -70,6 +70,7 @@ impl<'a> ConfigChecker<'a> {
             message: message.into(),
             related: Vec::new(),
             fix: None,
+            blocking: None,
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]
@@ -145,6 +146,7 @@ impl<'a> ProjectChecker<'a> {
             message: message.into(),
             related: Vec::new(),
             fix: None,
+            blocking: None,
         });
         let last = self.findings.len() - 1;
         &mut self.findings[last]

@@ -109,7 +109,15 @@ pub(crate) fn run(
     };
     let modules =
         ModuleClasses::collect(&entries, settings.max_file_size, threads).map_err(Error::Thread)?;
-    run_entries(&entries, &modules, warnings, settings, rules, started)
+    let line_length = crate::line_length::of_project(root);
+    run_entries(
+        &entries,
+        &modules,
+        warnings,
+        settings,
+        rules,
+        (started, line_length),
+    )
 }
 
 /// Scan the one file `rel` of the project at `root`, as if it were the project's only file.
@@ -137,18 +145,26 @@ pub(crate) fn run_alone(
     let modules = ModuleClasses::collect(&tree, settings.max_file_size, settings.threads())
         .map_err(Error::Thread)?;
     let entries = [entry];
-    run_entries(&entries, &modules, Vec::new(), settings, rules, started)
+    let line_length = crate::line_length::of_project(root);
+    run_entries(
+        &entries,
+        &modules,
+        Vec::new(),
+        settings,
+        rules,
+        (started, line_length),
+    )
 }
 
 /// Check `entries` (sorted by path), then the project they make up (`modules`: the module
-/// classes of the whole tree).
+/// classes of the whole tree); `line_length` is the project's, for the code fixes insert.
 fn run_entries(
     entries: &[FileEntry],
     modules: &ModuleClasses,
     mut warnings: Vec<String>,
     settings: &Settings,
     rules: &[&'static RuleInfo],
-    started: Instant,
+    (started, line_length): (Instant, usize),
 ) -> Result<(ScanResult, Project)> {
     let threads = settings.threads();
     let python_rules: Vec<&'static RuleInfo> = rules.to_vec();
@@ -200,7 +216,8 @@ fn run_entries(
         suppressions.insert(entry.rel.clone(), outcome.suppressions);
     }
     stats.cuda_sources = cuda_sources.len();
-    let project = Project::new(facts, cuda_sources, config_files);
+    let mut project = Project::new(facts, cuda_sources, config_files);
+    project.line_length = line_length;
     findings.extend(visit::check_project(&project, rules));
 
     // Fingerprints are made with the suppressed findings among the others, so that adding or
@@ -456,6 +473,7 @@ fn syn_finding(file: &SourceFile<'_>, offset: TextSize, message: &str) -> Findin
         message: message.to_owned(),
         related: Vec::new(),
         fix: None,
+        blocking: None,
     }
 }
 
@@ -514,6 +532,9 @@ pub(crate) fn one_per_line(findings: Vec<Finding>) -> Vec<Finding> {
             continue;
         };
         let earlier = &mut merged[at];
+        if earlier.blocking.is_none() {
+            earlier.blocking.clone_from(&f.blocking);
+        }
         // The issue keeps a fix only when every site on the line has one, so that applying
         // it resolves the issue.
         earlier.fix = match (earlier.fix.take(), f.fix) {
@@ -636,6 +657,7 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             snippet: f.snippet,
             related: f.related,
             fix: f.fix,
+            blocking: f.blocking,
             fix_template: rule.fix_template.to_owned(),
             fingerprint,
             status: Status::Pending,
@@ -665,6 +687,7 @@ mod tests {
             message: message.into(),
             related: Vec::new(),
             fix: None,
+            blocking: None,
         };
         let merged = super::one_per_line(vec![
             finding("P_F64", 3, 5, "m"),
@@ -699,6 +722,7 @@ mod tests {
             message: "m".into(),
             related: Vec::new(),
             fix,
+            blocking: None,
         };
         let edit = |start: u32| {
             let range = crate::source::TextRange::new(start.into(), (start + 6).into());

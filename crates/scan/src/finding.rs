@@ -19,6 +19,8 @@ pub struct Finding {
     pub related: Vec<Related>,
     /// The automatic fix, if the rule has one (see [`crate::fix`]).
     pub fix: Option<Fix>,
+    /// Why the finding stops the training run on the NPU, when it does ([`issue_model::Issue::blocking`]).
+    pub blocking: Option<String>,
 }
 
 /// A source file's text and position map.

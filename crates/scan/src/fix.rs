@@ -207,8 +207,13 @@ pub fn apply_to_file_with(
     }
     candidates.sort_by_key(|p| (p.fix.edits.first().map_or(0, |e| e.start), p.key));
     let mut accepted: Vec<Planned<'_>> = Vec::new();
+    // Fixes of two issues that make the very same edits (an unknown-device `raise` and the
+    // `"cuda"` test of its dispatch): applying one applies both.
+    let mut twins: Vec<Planned<'_>> = Vec::new();
     for planned in candidates {
-        if accepted.iter().any(|a| overlaps(a.fix, planned.fix)) {
+        if accepted.iter().any(|a| a.fix.edits == planned.fix.edits) {
+            twins.push(planned);
+        } else if accepted.iter().any(|a| overlaps(a.fix, planned.fix)) {
             out.deferred.push(planned.key.to_owned());
         } else {
             accepted.push(planned);
@@ -249,7 +254,15 @@ pub fn apply_to_file_with(
         return out;
     }
     out.before = bytes;
-    out.applied = accepted.iter().map(|p| p.key.to_owned()).collect();
+    out.applied = accepted
+        .iter()
+        .chain(
+            twins
+                .iter()
+                .filter(|t| accepted.iter().any(|a| a.fix.edits == t.fix.edits)),
+        )
+        .map(|p| p.key.to_owned())
+        .collect();
     out.diff = unified_diff(file, &out.before, &new_bytes);
     out.after = new_bytes;
     out

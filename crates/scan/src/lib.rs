@@ -39,6 +39,7 @@ pub mod facts;
 pub mod files;
 pub mod finding;
 pub mod fix;
+pub mod line_length;
 mod names;
 pub mod output;
 mod parallel;
@@ -48,6 +49,7 @@ pub mod rules;
 pub mod scope;
 pub mod semantic;
 pub mod source;
+pub mod support;
 pub mod suppress;
 mod visit;
 pub mod walk;
@@ -400,6 +402,10 @@ pub struct FixSettings {
     /// The project as the user named it, for the commands messages suggest (empty: the root
     /// path).
     pub shown_root: String,
+    /// Fix test and example files too ([`support`]); without it their fixes are left alone
+    /// (counted in [`FixRun::left_alone`]). The entry of `--scope` and a file scanned on its
+    /// own are fixed either way: they were asked for.
+    pub tests_and_examples: bool,
 }
 
 /// What [`fix_project`] did.
@@ -416,6 +422,9 @@ pub struct FixRun {
     /// Fixes held back because the project lacks what they need: per rule, why, and the
     /// fingerprints held ([`fix::missing_prerequisite`]).
     pub held: Vec<(String, String, Vec<String>)>,
+    /// Fixes left alone because their file is a test or an example ([`support`]) and
+    /// [`FixSettings::tests_and_examples`] is off: the fingerprints, by file.
+    pub left_alone: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl FixRun {
@@ -467,6 +476,20 @@ pub fn fix_project(root: &Path, settings: &Settings, fix_settings: &FixSettings)
                         .iter()
                         .any(|s| issue_model::same_finding(s, &issue.fingerprint))
                 {
+                    if !fix_settings.tests_and_examples
+                        && support::kind(&issue.file).is_some()
+                        && !root.is_file()
+                        && !settings
+                            .scope
+                            .as_deref()
+                            .is_some_and(|launch| support::launched_by(launch, &issue.file))
+                    {
+                        let keys = run.left_alone.entry(issue.file.clone()).or_default();
+                        if !keys.contains(&issue.fingerprint) {
+                            keys.push(issue.fingerprint.clone());
+                        }
+                        continue;
+                    }
                     let missing = held
                         .get(&issue.pattern)
                         .map(|(why, _)| why.clone())

@@ -68,6 +68,8 @@ pub struct Project {
     pub cuda_sources: Vec<String>,
     /// Config files in the tree.
     pub config_files: Vec<String>,
+    /// The project's configured line length ([`crate::line_length`]), for inserted code.
+    pub line_length: usize,
 }
 
 impl Project {
@@ -103,6 +105,7 @@ impl Project {
             importers: Vec::new(),
             cuda_sources,
             config_files,
+            line_length: crate::line_length::DEFAULT,
         };
         project.link();
         project

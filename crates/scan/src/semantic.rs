@@ -112,6 +112,8 @@ pub struct Semantic<'a> {
     bound: BoundNames,
     /// The module body has a `from … import *`, which may bring the conventional aliases.
     star_import: bool,
+    /// The file's top-level statements, for module constants ([`Semantic::module_constant`]).
+    module_body: &'a [Stmt],
 }
 
 /// A superset of the names bound so far, as a 256-bit set of their length and first and last
@@ -171,7 +173,29 @@ impl<'a> Semantic<'a> {
             project_modules: None,
             bound: BoundNames::default(),
             star_import: false,
+            module_body: &[],
         }
+    }
+
+    /// The file's top-level statements.
+    pub fn set_module_body(&mut self, body: &'a [Stmt]) {
+        self.module_body = body;
+    }
+
+    /// The value last assigned to `name` by a top-level statement of the file (`NAME = …` or
+    /// `NAME: T = …`), if any.
+    pub fn module_constant(&self, name: &str) -> Option<&'a Expr> {
+        self.module_body.iter().rev().find_map(|stmt| match stmt {
+            Stmt::Assign(a) => {
+                matches!(a.targets.as_slice(), [Expr::Name(n)] if n.id.as_str() == name)
+                    .then_some(a.value.as_ref())
+            }
+            Stmt::AnnAssign(a) => match (a.target.as_ref(), a.value.as_deref()) {
+                (Expr::Name(n), Some(value)) if n.id.as_str() == name => Some(value),
+                _ => None,
+            },
+            _ => None,
+        })
     }
 
     /// Let classes derive from the project's module classes of other files.

@@ -26,6 +26,7 @@ pub(crate) fn check_python<'a>(
     };
     walk.cx.semantic.set_project_modules(modules);
     walk.cx.semantic.prebind_module(body);
+    walk.cx.semantic.set_module_body(body);
     walk.visit_body(body);
     walk.cx.facts.module_end(&walk.cx.file, body);
     for rule in rules {

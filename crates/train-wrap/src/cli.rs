@@ -20,8 +20,10 @@ Examples:
 
 What it does, like migrate_to_cloudrobo/train.sh:
   sources migrate_to_cloudrobo/env_npu.sh with bash and runs the command in the resulting
-  environment; puts migrate_to_cloudrobo/ first on PYTHONPATH; copies stdout and stderr (merged,
-  in order) to migrate_to_cloudrobo/logs/train_<YYYYmmdd_HHMMSS>.log while showing them.
+  environment; puts migrate_to_cloudrobo/ first on PYTHONPATH and exports it as
+  NPU_PATCHER_MIGRATE_DIR (where the NPU setup that npu-scan --fix inserts looks first); copies
+  stdout and stderr (merged, in order) to migrate_to_cloudrobo/logs/train_<YYYYmmdd_HHMMSS>.log
+  while showing them.
   It also forwards Ctrl-C, SIGTERM and SIGHUP to the command's whole process group. The command
   runs in its own process group, so it cannot read from the terminal (no interactive pdb).
 

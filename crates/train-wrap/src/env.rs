@@ -23,6 +23,10 @@ const SHELL_OWN: [&str; 4] = ["_", "SHLVL", "PWD", "OLDPWD"];
 const SOURCE_AND_DUMP: &str =
     r#". "$1" >&2; npu_train_status=$?; env -0; exit "$npu_train_status""#;
 
+/// The variable that tells the inserted NPU setup where `migrate_to_cloudrobo/` is (the
+/// absolute folder); `train.sh` and `env_npu.sh` export it too.
+pub const MIGRATE_DIR_VAR: &str = "NPU_PATCHER_MIGRATE_DIR";
+
 /// What the launcher will change in the command's environment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Plan {
@@ -79,6 +83,14 @@ pub fn plan(project: &Path, current: &BTreeMap<OsString, OsString>) -> Result<Pl
     if unbuffered.is_none() {
         // Python block-buffers a pipe: without this, the log would lag the training by kilobytes.
         changes.insert("PYTHONUNBUFFERED".into(), Some("1".into()));
+    }
+    // Where the NPU setup `npu-scan --fix` inserts finds runtime_patches.py, also when the entry
+    // is not in a source checkout (an installed package).
+    let migrate_var = OsString::from(MIGRATE_DIR_VAR);
+    if current.get(&migrate_var) == Some(&migrate_dir.clone().into_os_string()) {
+        changes.remove(&migrate_var);
+    } else {
+        changes.insert(migrate_var, Some(migrate_dir.clone().into_os_string()));
     }
     Ok(Plan {
         changes,

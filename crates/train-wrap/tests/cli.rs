@@ -176,6 +176,14 @@ fn dry_run_prints_the_environment_and_runs_nothing() {
         "{text}"
     );
     assert!(text.contains("export PYTHONUNBUFFERED=1\n"), "{text}");
+    // The inserted NPU setup finds runtime_patches.py there, also from an installed package.
+    assert!(
+        text.contains(&format!(
+            "export NPU_PATCHER_MIGRATE_DIR={}\n",
+            p.mig().display()
+        )),
+        "{text}"
+    );
     assert!(text.contains("# command: touch ran\n"), "{text}");
     assert!(text.contains("# log: "), "{text}");
     assert!(!text.contains("SHLVL"), "{text}");

@@ -340,6 +340,7 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
         },
         reason: ignored,
         history: Vec::new(),
+        blocking: None,
         measured: Some(Measured {
             check: f.check.to_owned(),
             evidence: f.evidence.clone(),

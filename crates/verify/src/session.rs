@@ -39,9 +39,12 @@ impl Session<'_> {
             ("PYTHONDONTWRITEBYTECODE".into(), "1".into()),
             ("HYDRA_FULL_ERROR".into(), "1".into()),
         ];
-        // As train.sh does: migrate_to_cloudrobo/ first on PYTHONPATH.
+        // As train.sh does: migrate_to_cloudrobo/ first on PYTHONPATH, and exported as
+        // NPU_PATCHER_MIGRATE_DIR for the NPU setup `npu-scan --fix` inserts.
         let migrate = self.root.join(statics::MIGRATE_DIR);
         if migrate.is_dir() {
+            let absolute = std::path::absolute(&migrate).unwrap_or_else(|_| migrate.clone());
+            env.push(("NPU_PATCHER_MIGRATE_DIR".into(), absolute.into_os_string()));
             let mut paths = vec![migrate];
             if let Some(old) = std::env::var_os("PYTHONPATH") {
                 paths.extend(std::env::split_paths(&old));

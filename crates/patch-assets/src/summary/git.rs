@@ -180,37 +180,64 @@ pub fn inventory(
     Ok(result.map_err(|e| format!("no git inventory: {e}")))
 }
 
-/// The start of the port in `project`'s history: the first commit that added `migrate_to_cloudrobo/`,
-/// else HEAD, else the empty tree; with the reason, for the reader.
+/// How to choose another base, for the reader of the summary.
+const OVERRIDE: &str = "another base: `npu-assets summary . --base REV`";
+
+/// The text the NPU setup that `npu-scan --fix` inserts at entry points always holds.
+const SETUP_MARKER: &str = "_NPU_PATCHER";
+
+/// The last commit before the port began: the parent of the first commit (in HEAD's history)
+/// that touched `migrate_to_cloudrobo/` or `issues.json`, or added the NPU setup at an entry
+/// point; HEAD when no commit did (the port is not committed yet); the empty tree without
+/// commits. With how it was chosen.
 pub fn detect_base(project: &Path) -> (String, String) {
-    let pathspec = format!("{MIGRATE_DIR}/");
-    if let Ok(out) = git(
-        project,
-        &[
-            "log",
-            "--diff-filter=A",
-            "--format=%H",
-            "--reverse",
-            "--",
-            &pathspec,
-        ],
-    ) && let Some(first) = out.lines().next()
-        && !first.is_empty()
-    {
+    let Ok(head) = git(project, &["rev-parse", "--verify", "--quiet", "HEAD"]) else {
         return (
-            first.to_owned(),
-            format!("the first commit that added `{MIGRATE_DIR}/`"),
+            EMPTY_TREE.to_owned(),
+            "the empty tree; the repository has no commit yet".to_owned(),
         );
-    }
-    if let Ok(head) = git(project, &["rev-parse", "--verify", "--quiet", "HEAD"]) {
+    };
+    let first = |args: &[&str]| -> Option<String> {
+        let mut full = vec!["log", "--format=%H", "--reverse"];
+        full.extend_from_slice(args);
+        git(project, &full)
+            .ok()
+            .and_then(|out| out.lines().next().map(str::to_owned))
+            .filter(|c| !c.is_empty())
+    };
+    let dir = format!("{MIGRATE_DIR}/");
+    let pickaxe = format!("-S{SETUP_MARKER}");
+    let candidates = [
+        first(&["--", &dir, "issues.json"]),
+        first(&[&pickaxe, "--", "."]),
+    ];
+    // The earlier of the two: the one the other descends from.
+    let start = candidates.into_iter().flatten().reduce(|a, b| {
+        let b_first = git(project, &["merge-base", "--is-ancestor", &b, &a]).is_ok() && a != b;
+        if b_first { b } else { a }
+    });
+    let Some(start) = start else {
         return (
             head.trim().to_owned(),
-            format!("HEAD; `{MIGRATE_DIR}/` is not committed yet"),
+            format!(
+                "HEAD, since no commit touches `{MIGRATE_DIR}/`, issues.json or the NPU setup: the \
+                 port is not committed, and the inventory is the working tree's changes ({OVERRIDE})"
+            ),
         );
-    }
+    };
+    let short: String = start.chars().take(12).collect();
+    let subject = git(project, &["log", "-1", "--format=%s", &start])
+        .map(|s| s.trim().to_owned())
+        .unwrap_or_default();
+    let parent = format!("{start}^");
+    let base = git(project, &["rev-parse", "--verify", "--quiet", &parent])
+        .map_or_else(|_| EMPTY_TREE.to_owned(), |p| p.trim().to_owned());
     (
-        EMPTY_TREE.to_owned(),
-        "the empty tree; the repository has no commit yet".to_owned(),
+        base,
+        format!(
+            "the last commit before the port began: the parent of `{short}` (\"{subject}\"), the \
+             first commit that touched `{MIGRATE_DIR}/`, issues.json or the NPU setup ({OVERRIDE})"
+        ),
     )
 }
 

@@ -132,6 +132,7 @@ pub fn issue(id: &str, pattern: &str, severity: Severity, file: &str, line: u32)
             status: HistoryStatus::Found,
             note: None,
         }],
+        blocking: None,
         measured: None,
     }
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write;
 
 /// One finding per block: `file:line:col: ID [severity] message`, the snippet, related places.
+/// Blocking findings ([`Issue::blocking`]) come first, each with a `blocking:` line.
 pub fn findings(issues: &[Issue]) -> String {
     findings_colored(issues, false)
 }
@@ -21,7 +22,8 @@ pub fn findings_colored(issues: &[Issue], color: bool) -> String {
         }
     };
     let mut out = String::new();
-    for issue in issues {
+    let blocking = issues.iter().filter(|i| i.blocking.is_some());
+    for issue in blocking.chain(issues.iter().filter(|i| i.blocking.is_none())) {
         let severity_color = match issue.severity {
             issue_model::Severity::Error => "1;31",
             issue_model::Severity::Warning => "1;33",
@@ -43,6 +45,9 @@ pub fn findings_colored(issues: &[Issue], color: bool) -> String {
             },
             issue.message
         );
+        if let Some(why) = &issue.blocking {
+            let _ = writeln!(out, "  {}: {why}", paint("1;31", "blocking"));
+        }
         if let Some(symbol) = &issue.symbol {
             let _ = writeln!(out, "  in {symbol}");
         }
@@ -91,6 +96,25 @@ pub fn summary(result: &ScanResult, merge: Option<&MergeReport>, written: Option
             "total",
             result.issues.len(),
             cats.join(", ")
+        );
+    }
+    let blocking: Vec<&str> = result
+        .issues
+        .iter()
+        .filter(|i| i.blocking.is_some())
+        .map(|i| i.id.as_str())
+        .collect();
+    if !blocking.is_empty() {
+        let _ = writeln!(
+            out,
+            "Blocking: {} issue{} stop{} the run on the NPU before anything else does ({}); fix {} first \
+             (`npu-progress issues.json --next` shows {} first).",
+            blocking.len(),
+            if blocking.len() == 1 { "" } else { "s" },
+            if blocking.len() == 1 { "s" } else { "" },
+            blocking.join(", "),
+            if blocking.len() == 1 { "it" } else { "them" },
+            if blocking.len() == 1 { "it" } else { "them" },
         );
     }
     let s = &result.stats;
@@ -202,7 +226,7 @@ pub fn rule_list() -> String {
 }
 
 /// What `--fix` / `--diff` did: fixes applied per rule, fixes not applied and why, what is left.
-pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> String {
+pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool, root: &str) -> String {
     let by_key: BTreeMap<&str, &Issue> = run
         .before
         .issues
@@ -267,6 +291,23 @@ pub fn fix_summary(run: &crate::FixRun, unsafe_fixes: bool, wrote: bool) -> Stri
             );
             let _ = writeln!(out, "Not applied: {place}: {why}");
         }
+    }
+    if !run.left_alone.is_empty() {
+        let count: usize = run.left_alone.values().map(Vec::len).sum();
+        let files: Vec<&str> = run.left_alone.keys().map(String::as_str).collect();
+        let shown = if files.len() > 5 {
+            format!("{}, and {} more", files[..5].join(", "), files.len() - 5)
+        } else {
+            files.join(", ")
+        };
+        let _ = writeln!(
+            out,
+            "Left alone: {count} fix{} in {} test or example file{} ({shown}); a training run \
+             does not execute them. To fix them too: npu-scan {root} --fix --fix-tests-examples",
+            if count == 1 { "" } else { "es" },
+            files.len(),
+            if files.len() == 1 { "" } else { "s" },
+        );
     }
     // After a written run the rescan is what is left; after a dry run, what was not applied.
     let remaining: Vec<&Issue> = if wrote {

@@ -9,6 +9,7 @@ use crate::source::{TextRange, TextSize};
 use issue_model::{Category, Severity};
 use std::ops::ControlFlow;
 
+mod allow_list;
 mod comparison;
 mod dispatch;
 mod gate;
@@ -70,15 +71,26 @@ impl Rule for DeviceAssumption {
                         cx.report(check.range(), message);
                     }
                 }
-                if let Some(raise) = dispatch::unknown_device_raise(cx.semantic(), stmt, s) {
-                    cx.report(raise.range(), dispatch::UNKNOWN_DEVICE);
+                if let Some((raise, tests)) = dispatch::unknown_device_raise(cx.semantic(), stmt, s)
+                {
+                    let (blocking, fix) = allow_list::dispatch(cx, &tests);
+                    let finding = cx.report(raise.range(), dispatch::UNKNOWN_DEVICE);
+                    finding.blocking = blocking;
+                    finding.fix = fix;
                 }
                 return;
             }
             Stmt::Raise(_) => {
-                if dispatch::raise_after_device_checks(cx.semantic(), stmt) {
-                    cx.report(stmt.range(), dispatch::UNKNOWN_DEVICE);
+                if let Some(tests) = dispatch::raise_after_device_checks(cx.semantic(), stmt) {
+                    let (blocking, fix) = allow_list::dispatch(cx, &tests);
+                    let finding = cx.report(stmt.range(), dispatch::UNKNOWN_DEVICE);
+                    finding.blocking = blocking;
+                    finding.fix = fix;
                 }
+                return;
+            }
+            Stmt::ClassDef(c) => {
+                allow_list::device_enum(cx, c);
                 return;
             }
             _ => return,
@@ -115,6 +127,20 @@ impl Rule for DeviceAssumption {
         let message = match expr {
             // The exemption walks the enclosing `if`: only for comparisons that would report.
             Expr::Compare(cmp) => {
+                // A device allow-list that rejects the NPU (also through a module constant):
+                // the fix adds "npu" to the list, whatever the branches do (the rejecting one
+                // only raises).
+                if let Some((reason, fix)) = allow_list::comparison(cx, cmp, expr)
+                    && !gates_cuda_only_path(cx.semantic(), expr)
+                {
+                    let finding = cx.report(
+                        expr.range(),
+                        format!("{reason}; add \"npu\" to the list (see P_DEV.md)"),
+                    );
+                    finding.fix = fix;
+                    finding.blocking = Some(reason);
+                    return;
+                }
                 let pin = is_hint(cx.semantic(), expr, "pin_memory");
                 let Some(message) = compare(cx.semantic(), cmp).filter(|_| {
                     !gates_cuda_only_path(cx.semantic(), expr)
@@ -184,7 +210,12 @@ impl Rule for DeviceAssumption {
                 }
                 dispatch::device_choice_without_npu(cx.semantic(), e)
             }
+            Expr::Subscript(sub) => {
+                allow_list::literal(cx, sub);
+                None
+            }
             Expr::Call(call) => {
+                allow_list::choices(cx, call);
                 if let Some(value) = integer_device_map(call) {
                     cx.report(value.range(), DEVICE_MAP);
                     return;

@@ -205,9 +205,9 @@ impl Rule for EntryWithoutNpu {
             // `LightningCLI(...)` at module level runs on import too.
             let only_as_main =
                 imported_by_entry && entry.kinds.contains(&crate::project::EntryKind::MainGuard);
-            let fix = project
-                .file(&entry.file)
-                .and_then(|facts| fix::setup_fix(&entry.file, facts, only_as_main));
+            let fix = project.file(&entry.file).and_then(|facts| {
+                fix::setup_fix(&entry.file, facts, only_as_main, project.line_length)
+            });
             // Reported at the decorator of a decorated main: the main guard that calls it
             // starts the program, and the NPU setup goes above both.
             let guard = ProjectChecker::entry_site(entry);

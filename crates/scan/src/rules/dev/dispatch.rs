@@ -14,7 +14,7 @@ pub(super) fn unknown_device_raise<'a>(
     sem: &Semantic<'a>,
     stmt: &'a Stmt,
     s: &'a ast::StmtIf,
-) -> Option<&'a Stmt> {
+) -> Option<(&'a Stmt, Vec<&'a Expr>)> {
     // An `elif` is part of the chain its first `if` starts.
     if let Some(Stmt::If(p)) = sem.stmts().last().copied()
         && p.orelse
@@ -24,45 +24,48 @@ pub(super) fn unknown_device_raise<'a>(
         return None;
     }
     let mut known = 0;
+    let mut tests = Vec::new();
     let mut current = s;
     loop {
         known += devices_tested(&current.test)?;
+        tests.push(current.test.as_ref());
         match current.orelse.as_slice() {
             [Stmt::If(next)] => current = next,
-            [raise @ Stmt::Raise(_), ..] if known >= 2 => return Some(raise),
+            [raise @ Stmt::Raise(_), ..] if known >= 2 => return Some((raise, tests)),
             _ => return None,
         }
     }
 }
 
 /// A `raise` right after `if` statements that each compare a device with known device strings
-/// and return, none naming the NPU: every other device, the NPU among them, gets here.
-pub(super) fn raise_after_device_checks<'a>(sem: &Semantic<'a>, stmt: &'a Stmt) -> bool {
+/// and return, none naming the NPU: every other device, the NPU among them, gets here. The
+/// tests of those `if` statements.
+pub(super) fn raise_after_device_checks<'a>(
+    sem: &Semantic<'a>,
+    stmt: &'a Stmt,
+) -> Option<Vec<&'a Expr>> {
     let body = match sem.stmts().last().copied() {
         Some(Stmt::FunctionDef(f)) => &f.body,
         Some(Stmt::AsyncFunctionDef(f)) => &f.body,
-        _ => return false,
+        _ => return None,
     };
-    let Some(at) = body.iter().position(|b| std::ptr::eq(b, stmt)) else {
-        return false;
-    };
+    let at = body.iter().position(|b| std::ptr::eq(b, stmt))?;
     let mut known = 0;
+    let mut tests = Vec::new();
     for prev in body[..at].iter().rev() {
         let Stmt::If(s) = prev else { break };
         let mut current = s;
         loop {
-            match devices_tested(&current.test) {
-                Some(n) => known += n,
-                None => return false,
-            }
+            known += devices_tested(&current.test)?;
+            tests.push(current.test.as_ref());
             match current.orelse.as_slice() {
                 [Stmt::If(next)] => current = next,
                 [] => break,
-                _ => return false,
+                _ => return None,
             }
         }
     }
-    known >= 2
+    (known >= 2).then_some(tests)
 }
 
 /// How many device names a test compares a device with, if it only compares with device
@@ -116,7 +119,7 @@ fn device_literals_tested(test: &Expr) -> Option<Vec<&str>> {
     Some(strings)
 }
 
-fn is_device_name(s: &str) -> bool {
+pub(super) fn is_device_name(s: &str) -> bool {
     let base = s.split(':').next().unwrap_or(s);
     matches!(
         base,
