@@ -33,6 +33,7 @@ fn issue(pattern: &str, file: &str, snippet: &str, line: u32) -> Issue {
         reason: None,
         history: vec![],
         measured: None,
+        measurement: None,
     }
 }
 

@@ -313,6 +313,7 @@ fn issue(
             })
             .collect(),
         measured: None,
+        measurement: None,
     }
 }
 

@@ -209,6 +209,7 @@ mod tests {
             reason: None,
             history: vec![],
             measured: None,
+            measurement: None,
         }
     }
 

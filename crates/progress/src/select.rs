@@ -185,6 +185,7 @@ mod tests {
             reason: None,
             history: vec![],
             measured: None,
+            measurement: None,
         }
     }
 

@@ -132,6 +132,7 @@ pub fn issue(id: &str, pattern: &str, severity: Severity, file: &str, line: u32)
             note: None,
         }],
         measured: None,
+        measurement: None,
     }
 }
 
