@@ -6,6 +6,7 @@
 //! are found (that is the scanner's job) or how they are shown (that is each tool's job).
 
 pub mod error;
+pub mod fold;
 pub mod ids;
 pub mod layout;
 pub mod merge;
@@ -15,6 +16,7 @@ pub mod timing;
 mod validate;
 
 pub use error::{Error, Result};
+pub use fold::{Folded, SHARED_PATTERNS, fold_measured};
 pub use ids::{
     anchor_part, anchored_fingerprint, extent, fingerprint, line_part, normalize_snippet,
     same_finding, short_id,

@@ -395,6 +395,7 @@ mod tests {
                 evidence: "8 host syncs per step at train.py:3".to_owned(),
                 verify_args: vec!["--pipeline".to_owned()],
             }),
+            measurement: None,
         }
     }
 

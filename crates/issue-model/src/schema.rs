@@ -207,6 +207,12 @@ pub struct Issue {
     /// measures again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub measured: Option<Measured>,
+    /// Set on a scanned issue that `npu-verify --pipeline --record-issues` measured as well: the
+    /// step profile saw the problem at a line of the code this issue reports (see
+    /// [`crate::fold`]). One problem stays one issue, found by the scan and confirmed by the
+    /// measurement; a rescan keeps it, the next measurement of its check renews or removes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measurement: Option<Measured>,
 }
 
 /// The pattern of an op that runs on the CPU through `torch_npu`'s fallback: measured by

@@ -34,6 +34,7 @@ fn issue(pattern: &str, file: &str, snippet: &str, line: u32) -> Issue {
         history: vec![],
         blocking: None,
         measured: None,
+        measurement: None,
     }
 }
 

@@ -314,6 +314,7 @@ fn issue(
             .collect(),
         blocking: None,
         measured: None,
+        measurement: None,
     }
 }
 

@@ -202,6 +202,9 @@ fn issue_text(ctx: &Ctx<'_>, issue: &Issue, code: &Result<Excerpt, String>) -> S
             related.file, related.line, related.column, related.note
         );
     }
+    if let Some(measured) = &issue.measurement {
+        let _ = writeln!(text, "measured too (npu-verify): {}", measured.evidence);
+    }
     let _ = writeln!(text, "fix template: {}", issue.fix_template);
     if let (Some(fix), Status::Pending) = (&issue.fix, issue.status) {
         text.push_str(&automatic_fix(&ctx.command(), &issue.id, fix));

@@ -210,6 +210,7 @@ mod tests {
             history: vec![],
             blocking: None,
             measured: None,
+            measurement: None,
         }
     }
 

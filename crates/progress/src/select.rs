@@ -188,6 +188,7 @@ mod tests {
             history: vec![],
             blocking: None,
             measured: None,
+            measurement: None,
         }
     }
 

@@ -664,6 +664,7 @@ pub(crate) fn to_issues(mut findings: Vec<Finding>) -> Vec<Issue> {
             reason: None,
             history: Vec::new(),
             measured: None,
+            measurement: None,
         });
     }
     issues

@@ -372,6 +372,11 @@ fn write_merged(
             report.resolved = r.resolved;
         }
         let mut merged = merged.unwrap_or_else(|| fresh(&ScanResult::default()));
+        // A finding npu-verify measured in the code of a finding of this scan is that finding.
+        let root = Path::new(root_as_given);
+        issue_model::fold_measured(&mut merged, &[], &|relative| {
+            std::fs::read_to_string(root.join(relative)).ok()
+        });
         for issue in &mut merged.issues {
             let Some(last) = issue.history.last_mut() else {
                 continue;

@@ -70,13 +70,23 @@ pub fn record(args: &Args, report: &Report) -> Result<String, String> {
         .iter()
         .filter(|i| i.status == issue_model::Status::Pending)
         .count();
-    let merged = issue_model::update(&path, |previous| {
-        let (file, merge) = issue_model::merge_measured(previous, &root_text, fresh, &checks, &now);
-        Ok((Some(file), merge))
+    let (merged, folded) = issue_model::update(&path, |previous| {
+        let (mut file, mut merge) =
+            issue_model::merge_measured(previous, &root_text, fresh, &checks, &now);
+        // A measurement in the code of a scanned issue of its pattern is that issue.
+        let folded = issue_model::fold_measured(&mut file, &checks, &|relative| {
+            std::fs::read_to_string(root.join(relative)).ok()
+        });
+        for list in [&mut merge.new, &mut merge.kept, &mut merge.regressed] {
+            list.retain(|id| !folded.iter().any(|f| &f.measured == id));
+        }
+        Ok((Some(file), (merge, folded)))
     })
     .map_err(|e| format!("cannot record the measured issues: {e}"))?;
+    let mut confirmed: Vec<&str> = folded.iter().map(|f| f.into.as_str()).collect();
+    confirmed.dedup();
     Ok(format!(
-        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed{})",
+        "{}: {count} measured issue(s) from {} ({} new, {} again, {} regressed, {} no longer measured: now fixed{}{})",
         path.display(),
         checks.join(", "),
         merged.new.len(),
@@ -89,6 +99,15 @@ pub fn record(args: &Args, report: &Report) -> Result<String, String> {
             format!(
                 ", {} skipped by `# npu: ignore` comments",
                 merged.ignored.len()
+            )
+        },
+        if confirmed.is_empty() {
+            String::new()
+        } else {
+            format!(
+                ", {} measured in the code of scanned issues, tracked as those: {}",
+                folded.len(),
+                confirmed.join(", ")
             )
         }
     ))
@@ -346,6 +365,7 @@ fn to_issue(f: &Finding, root: &Path, verify_args: &[String]) -> Option<Issue> {
             evidence: f.evidence.clone(),
             verify_args: verify_args.to_vec(),
         }),
+        measurement: None,
     })
 }
 

@@ -134,6 +134,7 @@ pub fn issue(id: &str, pattern: &str, severity: Severity, file: &str, line: u32)
         }],
         blocking: None,
         measured: None,
+        measurement: None,
     }
 }
 
