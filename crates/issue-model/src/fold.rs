@@ -171,6 +171,7 @@ mod tests {
                 verify_args: vec!["--pipeline".to_owned()],
             }),
             measurement: None,
+            blocking: None,
         }
     }
 
@@ -186,6 +187,7 @@ mod tests {
             summary: Summary::default(),
             issues,
             unparsed: Vec::new(),
+            scope: None,
         }
     }
 
