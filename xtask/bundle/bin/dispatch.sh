@@ -15,7 +15,7 @@ binary="$here/$arch/@BINARY@"
 if [ -x "$binary" ]; then
     exec "$binary" "$@"
 fi
-shipped=$(cd "$here" && for d in */; do [ -x "$d@BINARY@" ] && printf '%s ' "${d%/}"; done)
+shipped=$(cd "$here" && for d in */; do [ -x "${d}@BINARY@" ] && printf '%s ' "${d%/}"; done)
 shipped=${shipped% }
 echo "@BINARY@: error: this bundle has no @BINARY@ for this machine ($machine: bin/$arch/@BINARY@ is missing;" \
     "it has ${shipped:-none}); build bin/$arch/ for this machine: bash $(dirname "$here")/build.sh" >&2
