@@ -1,5 +1,5 @@
-//! `cargo xtask dist`: the release bundle, a drop-in skill directory with binaries for x86_64
-//! and aarch64 Linux that can also rebuild its own binaries offline.
+//! `cargo xtask dist`: the release bundle, a drop-in skill directory with binaries for `x86_64`
+//! and `aarch64` Linux that can also rebuild its own binaries offline.
 //!
 //! Layout under `target/dist/huawei-cloud-cloudrobo-npu-patcher/`:
 //! `SKILL.md`, `build.sh` (builds `bin/<machine>/` for the machine it runs on, see below),

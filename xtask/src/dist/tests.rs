@@ -221,8 +221,10 @@ fn a_missing_or_non_elf_binary_names_the_build_step() {
     let machine = std::process::Command::new("uname")
         .arg("-m")
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .unwrap_or_else(|e| panic!("{e}"));
+        .map_or_else(
+            |e| panic!("{e}"),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        );
     let expected = format!(
         "npu-scan: error: this bundle has no npu-scan for this machine ({machine}: \
          bin/{here}/npu-scan is missing; it has none); build bin/{here}/ for this machine: bash "
