@@ -100,8 +100,14 @@ def test_1_the_bundle_ships_the_emulator_and_the_cited_facts(m: Machine) -> None
 
 def test_1b_the_bundle_can_rebuild_its_binaries_offline(m: Machine) -> None:
     """build.sh, the workspace sources and every vendored crate are in the tarball; tests are not."""
-    triple = (m.skill / "bin" / "TARGET.txt").read_text().strip()
-    assert _archive().name == f"{m.skill.name}-{triple}.tar.gz"
+    machines = sorted(d.name for d in (m.skill / "bin").iterdir() if d.is_dir())
+    assert machines, "the bundle has no bin/<machine>/ folder"
+    for machine in machines:
+        triple = (m.skill / "bin" / machine / "TARGET.txt").read_text().strip()
+        assert triple.startswith(f"{machine}-"), f"bin/{machine}/TARGET.txt names {triple}"
+    prefix = f"{m.skill.name}-linux-"
+    assert _archive().name.startswith(prefix) and _archive().name.endswith(".tar.gz"), _archive().name
+    assert sorted(_archive().name[len(prefix):-len(".tar.gz")].split("-")) == machines
     for rel in ("build.sh", "scripts/build.py", "scripts/bundle_check.py", "source/Cargo.lock",
                 "source/.cargo/config.toml", "source/crates/scan/src/main.rs", "source/assets/SKILL.md"):
         assert (m.skill / rel).is_file(), f"the bundle lacks {rel}"
@@ -116,8 +122,9 @@ def test_1c_the_bundle_ships_every_workspace_file_the_build_read(m: Machine) -> 
     """Every workspace input that cargo's dep-info records for the bundle's binaries (sources and
     `include_str!` inputs anywhere in the tree) is in the tarball's source/, so `bash build.sh` finds it offline."""
     target = Path(os.environ.get("NPU_PATCHER_TARGET", CHECKOUT / "target"))
-    triple = (m.skill / "bin" / "TARGET.txt").read_text().strip()
-    dep_infos = [d / f"{binary}.d" for d in (target / "debug", target / triple / "debug", target / "release")
+    triples = [p.read_text().strip() for p in (m.skill / "bin").glob("*/TARGET.txt")]
+    folders = [target / "debug", target / "release"] + [target / t / p for t in triples for p in ("debug", "release")]
+    dep_infos = [d / f"{binary}.d" for d in folders
                  for binary in ("npu-scan", "npu-progress", "npu-verify", "npu-train", "npu-assets")]
     dep_infos = [d for d in dep_infos if d.is_file()]
     assert dep_infos, f"no dep-info of the binaries under {target}"

@@ -1,22 +1,27 @@
-//! `cargo xtask dist`: the release bundle, a drop-in skill directory that can rebuild its own
-//! binaries offline.
+//! `cargo xtask dist`: the release bundle, a drop-in skill directory with binaries for `x86_64`
+//! and `aarch64` Linux that can also rebuild its own binaries offline.
 //!
 //! Layout under `target/dist/huawei-cloud-cloudrobo-npu-patcher/`:
-//! `SKILL.md`, `build.sh` (builds `bin/` for the machine it runs on, see below),
-//! `scripts/{scan,progress,verify}.py` (launchers that check `bin/` fits the machine, through the
-//! shared `scripts/bundle_check.py`, then exec the bundled binaries), `scripts/build.py`,
-//! `scripts/runtime_patches.py`, `bin/npu-*` and `bin/TARGET.txt` (the target triple they are built
-//! for), `references/fix-templates/*.md`, `references/NPU-FACTS.md` (the Ascend facts the texts
+//! `SKILL.md`, `build.sh` (builds `bin/<machine>/` for the machine it runs on, see below),
+//! `scripts/{scan,progress,verify}.py` (launchers that pick `bin/<machine>/` by
+//! `platform.machine()` and check it fits the machine, through the shared
+//! `scripts/bundle_check.py`, then exec the binary), `scripts/build.py`,
+//! `scripts/runtime_patches.py`, `bin/npu-*` (shell scripts that run `bin/<machine>/npu-*` by
+//! `uname -m`), `bin/<machine>/npu-*` and `bin/<machine>/TARGET.txt` for each target of
+//! `--targets` ([`targets`]: `bin/x86_64/` for the host, `bin/aarch64/` static musl),
+//! `references/fix-templates/*.md`, `references/NPU-FACTS.md` (the Ascend facts the texts
 //! cite), `templates/{env_npu.sh,train.sh,ADAPTATION_SUMMARY.md}`, `emulator/` (the emulated `npu`
 //! device and stand-in `torch_npu`, for machines without an NPU), and `source/`: the workspace
-//! files the release build reads ([`source_files`]), every crate of `Cargo.lock` vendored under
-//! `source/vendor/` ([`vendor`]) and `source/.cargo/config.toml` pointing cargo there, so
-//! `bash build.sh` builds the five binaries with the machine's cargo and no network (an aarch64
-//! server gets its `bin/` that way). Then `<name>-<target>.tar.gz` beside the folder and its
-//! `.sha256`. Staging is removed and rebuilt every time. [`layout`] lists every skill file (all but
-//! `source/`), so tidy can check the shipped texts against it without building.
+//! files the release build reads ([`source_files`] and [`build_inputs`]), every crate of
+//! `Cargo.lock` vendored under `source/vendor/` ([`vendor`]) and `source/.cargo/config.toml`
+//! pointing cargo there, so `bash build.sh` builds the five binaries with the machine's cargo and
+//! no network (any other Linux machine gets its `bin/<machine>/` that way). Then
+//! `<name>-linux-<machines>.tar.gz` beside the folder and its `.sha256`. Staging is removed and
+//! rebuilt every time. [`layout`] lists every skill file (all but `source/` and the binaries), so
+//! tidy can check the shipped texts against it without building.
 
 mod offline;
+pub mod targets;
 mod vendor;
 
 use anyhow::{Context, Result, bail};
@@ -55,6 +60,8 @@ const BUNDLE_CHECK: &str = include_str!("../bundle/scripts/bundle_check.py");
 const LAUNCHER: &str = include_str!("../bundle/scripts/launcher.py");
 /// The build step (`scripts/build.py`); `@BINARIES@` is the list of [`BINARIES`].
 const BUILD_PY: &str = include_str!("../bundle/scripts/build.py");
+/// `bin/<binary>`: runs the binary of the machine's architecture; `@BINARY@` is the binary.
+const DISPATCHER: &str = include_str!("../bundle/bin/dispatch.sh");
 /// `build.sh` at the bundle root: runs `scripts/build.py`.
 const BUILD_SH: &str = include_str!("../bundle/build.sh");
 /// `source/.cargo/config.toml`: the vendored crates replace crates.io.
@@ -71,11 +78,14 @@ pub struct Args {
     /// Do not write the .tar.gz and .sha256.
     #[arg(long)]
     pub no_archive: bool,
-    /// Build `bin/` for this target triple (e.g. `aarch64-unknown-linux-gnu`; its standard library
-    /// comes from `rustup target add TRIPLE`, and a cross linker must be configured). Default: the
-    /// host's.
-    #[arg(long, value_name = "TRIPLE")]
-    pub target: Option<String>,
+    /// The binaries to ship, each in `bin/<machine>/`: `auto` (the host's, and the static
+    /// `aarch64-unknown-linux-musl` ones when this machine can build them; when it cannot, says
+    /// why and leaves them out), `host`, `all` (the host's and aarch64's; an error when one cannot
+    /// be built: use it for a release), or target triples separated by commas. A cross build needs
+    /// `rustup target add TRIPLE`, and for aarch64 a C compiler such as `aarch64-linux-gnu-gcc`
+    /// (see docs/release.md).
+    #[arg(long, default_value = "auto", value_name = "auto|host|all|TRIPLE,...")]
+    pub targets: targets::Choice,
     /// Then unpack the tarball, remove `bin/`, run `bash build.sh` with an empty `CARGO_HOME` and
     /// no network, and scan the demo with the rebuilt `scripts/scan.py` (a release build from the
     /// vendored sources: minutes).
@@ -96,42 +106,19 @@ pub fn run(args: &Args) -> Result<Bundle> {
     let root = crate::project_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     let host = host_triple()?;
-    let target = args.target.clone().unwrap_or_else(|| host.clone());
-    if target != host {
-        check_target_installed(&target)?;
-    }
-    let mut build: Vec<String> = vec!["build".into(), "--locked".into()];
-    if !args.debug {
-        build.push("--release".into());
-    }
-    if let Some(triple) = &args.target {
-        build.push("--target".into());
-        build.push(triple.clone());
-    }
-    for (package, _) in BINARIES {
-        build.push("-p".into());
-        build.push(package.into());
-    }
-    let status = duct::cmd(&cargo, &build).dir(&root).unchecked().run()?;
-    if !status.status.success() {
-        if target == host {
-            bail!("building the binaries failed (cargo's messages are above)");
-        }
-        let var = target.to_uppercase().replace('-', "_");
-        bail!(
-            "building the binaries for {target} failed (cargo's messages are above); a cross build \
-             also needs a linker for {target} (e.g. CARGO_TARGET_{var}_LINKER=aarch64-linux-gnu-gcc). \
-             Without one, build the bundle for the host and run `bash build.sh` from the unpacked \
-             tarball on a {target} machine"
-        );
-    }
+    let targets = targets::plan(&args.targets, &host)?;
     let target_dir =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
     let profile = if args.debug { "debug" } else { "release" };
-    let bin_dir = match &args.target {
-        Some(triple) => target_dir.join(triple).join(profile),
-        None => target_dir.join(profile),
-    };
+    let mut bin_dirs = Vec::new();
+    for target in &targets {
+        build(&cargo, &root, target, args.debug)?;
+        bin_dirs.push(if target.host {
+            target_dir.join(profile)
+        } else {
+            target_dir.join(&target.triple).join(profile)
+        });
+    }
 
     let dist = root.join("target").join("dist");
     let stage = dist.join(BUNDLE_NAME);
@@ -143,18 +130,29 @@ pub fn run(args: &Args) -> Result<Bundle> {
         match &entry.from {
             From::Asset(from) => copy(from, &to)?,
             From::Text(text) => write(&to, text)?,
-            From::Binary(binary) => copy(&bin_dir.join(binary), &to)?,
-            From::TargetName => write(&to, &format!("{target}\n"))?,
         }
         if entry.executable {
             make_executable(&to)?;
         }
     }
+    for (target, bin_dir) in targets.iter().zip(&bin_dirs) {
+        let folder = stage.join("bin").join(target.machine());
+        for (_, binary) in BINARIES {
+            copy(&bin_dir.join(binary), &folder.join(binary))?;
+            make_executable(&folder.join(binary))?;
+        }
+        write(&folder.join("TARGET.txt"), &format!("{}\n", target.triple))?;
+    }
     let source = stage.join(SOURCE);
     // The workspace's structure (manifests, sources, assets/), plus every workspace file that
     // cargo's dep-info says the build of the binaries read (`include_str!`/`include_bytes!`
     // inputs anywhere in the tree), so that `bash build.sh` finds them offline.
-    let inputs = build_inputs(&root, &bin_dir)?;
+    let mut inputs = Vec::new();
+    for bin_dir in &bin_dirs {
+        inputs.extend(build_inputs(&root, bin_dir)?);
+    }
+    inputs.sort();
+    inputs.dedup();
     let mut shipped = source_files(&root)?;
     shipped.extend(inputs.iter().cloned());
     shipped.sort();
@@ -185,8 +183,10 @@ pub fn run(args: &Args) -> Result<Bundle> {
         .iter()
         .map(|t| (*t).to_owned())
         .collect();
-    if !platforms.contains(&target) {
-        platforms.push(target.clone());
+    for target in &targets {
+        if !platforms.contains(&target.triple) {
+            platforms.push(target.triple.clone());
+        }
     }
     let vendored = vendor::vendor(&root, &source.join("vendor"), &platforms)?;
     eprintln!(
@@ -196,9 +196,10 @@ pub fn run(args: &Args) -> Result<Bundle> {
         platforms.join(", ")
     );
 
+    let machines: Vec<String> = targets.iter().map(|t| t.machine().to_owned()).collect();
     let mut archive = None;
     if !args.no_archive {
-        let name = format!("{BUNDLE_NAME}-{target}.tar.gz");
+        let name = archive_name(&machines);
         let path = dist.join(&name);
         let size = write_archive(&stage, &path)?;
         let digest = issue_model::ids::hex(&Sha256::digest(fs::read(&path)?));
@@ -220,10 +221,26 @@ pub fn run(args: &Args) -> Result<Bundle> {
                 megabytes(without_vendor),
                 megabytes(without_source)
             );
+            for machine in &machines {
+                let only = format!("bin/{machine}");
+                let without = archive_size(&stage, &|rel| rel == only)?;
+                eprintln!(
+                    "xtask: without bin/{machine}/ it would be {}",
+                    megabytes(without)
+                );
+            }
         }
         archive = Some(path);
     }
-    eprintln!("xtask: bundle at {} (bin/ for {target})", stage.display());
+    eprintln!(
+        "xtask: bundle at {} ({})",
+        stage.display(),
+        targets
+            .iter()
+            .map(|t| format!("bin/{}/ for {}", t.machine(), t.triple))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let bundle = Bundle {
         dir: stage,
         archive,
@@ -232,12 +249,56 @@ pub fn run(args: &Args) -> Result<Bundle> {
         let Some(archive) = &bundle.archive else {
             bail!("--check-offline-build starts from the tarball: drop --no-archive");
         };
-        if target != host {
-            bail!("--check-offline-build builds on this machine: drop --target {target}");
+        if !targets.iter().any(|t| t.host) {
+            bail!(
+                "--check-offline-build builds on this machine: add its target {host} to --targets"
+            );
         }
         offline::check(&root, archive, &host)?;
     }
     Ok(bundle)
+}
+
+/// The tarball's name: `<bundle>-linux-<machine>[-<machine>...].tar.gz`.
+pub fn archive_name(machines: &[String]) -> String {
+    format!("{BUNDLE_NAME}-linux-{}.tar.gz", machines.join("-"))
+}
+
+/// `cargo build` of the five binaries for `target`.
+fn build(cargo: &str, root: &Path, target: &targets::Target, debug: bool) -> Result<()> {
+    let mut argv: Vec<String> = vec!["build".into(), "--locked".into()];
+    if !debug {
+        argv.push("--release".into());
+    }
+    if !target.host {
+        argv.push("--target".into());
+        argv.push(target.triple.clone());
+    }
+    for (package, _) in BINARIES {
+        argv.push("-p".into());
+        argv.push(package.into());
+    }
+    let mut cmd = duct::cmd(cargo, &argv).dir(root).unchecked();
+    for (key, value) in &target.env {
+        eprintln!("xtask: {key}={value}");
+        cmd = cmd.env(key, value);
+    }
+    let status = cmd.run()?;
+    if status.status.success() {
+        return Ok(());
+    }
+    let triple = &target.triple;
+    if target.host {
+        bail!("building the binaries failed (cargo's messages are above)");
+    }
+    let var = triple.to_uppercase().replace('-', "_");
+    bail!(
+        "building the binaries for {triple} failed (cargo's messages are above); a cross build \
+         needs a linker and a C compiler for {triple} (CARGO_TARGET_{var}_LINKER, CC_{}; see \
+         docs/release.md). Without them, build the bundle with `--targets host` and run \
+         `bash build.sh` from the unpacked tarball on a {triple} machine",
+        triple.replace('-', "_")
+    );
 }
 
 /// Unpack `archive`, remove `bin/`, rebuild it offline with an empty `CARGO_HOME` and scan the
@@ -265,7 +326,7 @@ pub fn host_triple() -> Result<String> {
 }
 
 /// Fail, naming `rustup target add`, when this toolchain lacks the standard library of `triple`.
-fn check_target_installed(triple: &str) -> Result<()> {
+pub(crate) fn check_target_installed(triple: &str) -> Result<()> {
     let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".to_owned());
     let out = duct::cmd!(&rustc, "--print", "target-libdir", "--target", triple)
         .stderr_capture()
@@ -308,10 +369,6 @@ pub enum From {
     Asset(PathBuf),
     /// Text the bundle generates (launchers, the build step).
     Text(String),
-    /// A built binary.
-    Binary(&'static str),
-    /// `bin/TARGET.txt`: the target triple of the binaries.
-    TargetName,
 }
 
 /// One file of the bundle.
@@ -327,13 +384,22 @@ pub fn launcher(binary: &str) -> String {
     LAUNCHER.replace("@BINARY@", binary)
 }
 
+/// `bin/<binary>`: runs `bin/<machine>/<binary>` for the machine it runs on (`uname -m`).
+pub fn dispatcher(binary: &str) -> String {
+    DISPATCHER.replace("@BINARY@", binary)
+}
+
 /// `scripts/build.py` with the list of binaries filled in.
 fn build_py() -> String {
     let list: Vec<String> = BINARIES
         .iter()
         .map(|(package, binary)| format!("(\"{package}\", \"{binary}\")"))
         .collect();
-    BUILD_PY.replace("@BINARIES@", &format!("[{}]", list.join(", ")))
+    // A JSON string is a Python string literal too.
+    let dispatcher = serde_json::to_string(DISPATCHER).unwrap_or_default();
+    BUILD_PY
+        .replace("@BINARIES@", &format!("[{}]", list.join(", ")))
+        .replace("@DISPATCHER@", &dispatcher)
 }
 
 /// Every file of the bundle but `source/`, in the order they are written.
@@ -368,18 +434,10 @@ pub fn layout(root: &Path) -> Result<Vec<Entry>> {
         assets.join("references").join("NPU-FACTS.md"),
         false,
     ));
+    // bin/<binary>: runs bin/<machine>/<binary> (copied in by `run`) for the machine it runs on.
     for (_, binary) in BINARIES {
-        entries.push(Entry {
-            path: format!("bin/{binary}"),
-            from: From::Binary(binary),
-            executable: true,
-        });
+        entries.push(text(&format!("bin/{binary}"), dispatcher(binary), true));
     }
-    entries.push(Entry {
-        path: "bin/TARGET.txt".to_owned(),
-        from: From::TargetName,
-        executable: false,
-    });
     for template in fix_templates(root)? {
         entries.push(asset(
             &format!("references/fix-templates/{template}"),
@@ -682,383 +740,4 @@ fn append_tree<W: std::io::Write>(stage: &Path, out: W, skip: &dyn Fn(&str) -> b
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const EM_X86_64: u16 = 62;
-    const EM_AARCH64: u16 = 183;
-
-    /// A 64-bit little-endian ELF header for `machine`, with a `PT_INTERP` of `interpreter` and a
-    /// `.gnu.version_r` needing each of `glibc` (e.g. `GLIBC_2.34`); no code.
-    fn fake_elf(machine: u16, interpreter: Option<&str>, glibc: &[&str]) -> Vec<u8> {
-        let mut interp = interpreter
-            .map(|i| format!("{i}\0").into_bytes())
-            .unwrap_or_default();
-        let phnum: u16 = u16::from(interpreter.is_some());
-        let interp_at = 64 + 56 * usize::from(phnum);
-        let mut strings = b"\0libc.so.6\0".to_vec();
-        let mut names = Vec::new();
-        for version in glibc {
-            names.push(u32::try_from(strings.len()).unwrap_or(0));
-            strings.extend_from_slice(version.as_bytes());
-            strings.push(0);
-        }
-        let strings_at = interp_at + interp.len();
-        let mut verneed = Vec::new();
-        let count = u16::try_from(glibc.len()).unwrap_or(0);
-        verneed.extend_from_slice(&1u16.to_le_bytes());
-        verneed.extend_from_slice(&count.to_le_bytes());
-        verneed.extend_from_slice(&1u32.to_le_bytes()); // "libc.so.6"
-        verneed.extend_from_slice(&16u32.to_le_bytes());
-        verneed.extend_from_slice(&0u32.to_le_bytes());
-        for (i, name) in names.iter().enumerate() {
-            verneed.extend_from_slice(&0u32.to_le_bytes());
-            verneed.extend_from_slice(&0u16.to_le_bytes());
-            verneed.extend_from_slice(&0u16.to_le_bytes());
-            verneed.extend_from_slice(&name.to_le_bytes());
-            let next: u32 = if i + 1 < names.len() { 16 } else { 0 };
-            verneed.extend_from_slice(&next.to_le_bytes());
-        }
-        let verneed_at = strings_at + strings.len();
-        let sections_at = verneed_at + verneed.len();
-        let mut out = Vec::new();
-        out.extend_from_slice(b"\x7fELF\x02\x01\x01\0\0\0\0\0\0\0\0\0");
-        out.extend_from_slice(&2u16.to_le_bytes());
-        out.extend_from_slice(&machine.to_le_bytes());
-        out.extend_from_slice(&1u32.to_le_bytes());
-        out.extend_from_slice(&0u64.to_le_bytes());
-        out.extend_from_slice(&64u64.to_le_bytes());
-        out.extend_from_slice(&(sections_at as u64).to_le_bytes());
-        out.extend_from_slice(&0u32.to_le_bytes());
-        for half in [64u16, 56, phnum, 64, 3, 0] {
-            out.extend_from_slice(&half.to_le_bytes());
-        }
-        if interpreter.is_some() {
-            out.extend_from_slice(&3u32.to_le_bytes());
-            out.extend_from_slice(&4u32.to_le_bytes());
-            for word in [
-                interp_at as u64,
-                0,
-                0,
-                interp.len() as u64,
-                interp.len() as u64,
-                1,
-            ] {
-                out.extend_from_slice(&word.to_le_bytes());
-            }
-        }
-        out.append(&mut interp);
-        out.extend_from_slice(&strings);
-        out.extend_from_slice(&verneed);
-        let section = |kind: u32, offset: usize, size: usize, link: u32| {
-            let mut s = Vec::new();
-            s.extend_from_slice(&0u32.to_le_bytes());
-            s.extend_from_slice(&kind.to_le_bytes());
-            for word in [0u64, 0, offset as u64, size as u64] {
-                s.extend_from_slice(&word.to_le_bytes());
-            }
-            s.extend_from_slice(&link.to_le_bytes());
-            s.extend_from_slice(&[0u8; 20]);
-            s
-        };
-        out.extend(section(0, 0, 0, 0));
-        out.extend(section(3, strings_at, strings.len(), 0));
-        out.extend(section(0x6fff_fffe, verneed_at, verneed.len(), 1));
-        out
-    }
-
-    /// A bundle folder with the scan launcher and the shared check, and `bin/npu-scan` = `binary`.
-    fn bundle_with(binary: Option<&[u8]>) -> tempfile::TempDir {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let root = dir.path();
-        write(&root.join("scripts/scan.py"), &launcher("npu-scan"))
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        write(&root.join("scripts/bundle_check.py"), BUNDLE_CHECK)
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        if let Some(bytes) = binary {
-            fs::create_dir_all(root.join("bin")).unwrap_or_else(|e| panic!("{e}"));
-            fs::write(root.join("bin/npu-scan"), bytes).unwrap_or_else(|e| panic!("{e}"));
-            make_executable(&root.join("bin/npu-scan")).unwrap_or_else(|e| panic!("{e:#}"));
-        }
-        dir
-    }
-
-    /// `python scripts/scan.py --version` in `bundle`: (exit code, stdout, stderr).
-    fn launch(bundle: &Path) -> (Option<i32>, String, String) {
-        launch_with(bundle, &["--version"])
-    }
-
-    fn launch_with(bundle: &Path, args: &[&str]) -> (Option<i32>, String, String) {
-        let python = std::env::var("NPU_PATCHER_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-        let out = std::process::Command::new(&python)
-            .arg(bundle.join("scripts/scan.py"))
-            .args(args)
-            .env_remove("NPU_PATCHER_NO_BIN_CHECK")
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    fn host_machine() -> (u16, &'static str) {
-        match std::env::consts::ARCH {
-            "aarch64" => (EM_AARCH64, "aarch64"),
-            _ => (EM_X86_64, "x86_64"),
-        }
-    }
-
-    #[test]
-    fn a_binary_of_another_architecture_is_one_line_naming_the_build_step() {
-        let (foreign, name, triple) = if std::env::consts::ARCH == "aarch64" {
-            (EM_X86_64, "x86_64", "x86_64-unknown-linux-gnu")
-        } else {
-            (EM_AARCH64, "aarch64", "aarch64-unknown-linux-gnu")
-        };
-        let bundle = bundle_with(Some(&fake_elf(
-            foreign,
-            Some("/lib/ld-linux-aarch64.so.1"),
-            &[],
-        )));
-        write(
-            &bundle.path().join("bin/TARGET.txt"),
-            &format!("{triple}\n"),
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        let (code, stdout, stderr) = launch(bundle.path());
-        let expected = format!(
-            "npu-scan: error: bin/npu-scan is built for {name} ({triple}) and this machine is {}; \
-             build bin/ for this machine: bash {}\n",
-            host_machine().1,
-            bundle.path().join("build.sh").display()
-        );
-        assert_eq!(
-            (code, stdout.as_str(), stderr.as_str()),
-            (Some(2), "", expected.as_str())
-        );
-    }
-
-    #[test]
-    fn a_binary_for_a_missing_c_library_names_its_loader() {
-        let bundle = bundle_with(None);
-        let loader = bundle.path().join("lib/ld-musl-x86_64.so.1");
-        let elf = fake_elf(host_machine().0, Some(&loader.display().to_string()), &[]);
-        fs::create_dir_all(bundle.path().join("bin")).unwrap_or_else(|e| panic!("{e}"));
-        fs::write(bundle.path().join("bin/npu-scan"), elf).unwrap_or_else(|e| panic!("{e}"));
-        let (code, _, stderr) = launch(bundle.path());
-        assert_eq!(code, Some(2), "{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        let expected = format!(
-            "npu-scan: error: bin/npu-scan is built for {} with musl (it needs the loader {}) and this machine has ",
-            host_machine().1,
-            loader.display()
-        );
-        assert!(stderr.starts_with(&expected), "{stderr}");
-        assert!(stderr.trim_end().ends_with("/build.sh"), "{stderr}");
-    }
-
-    #[test]
-    fn a_binary_needing_a_newer_glibc_names_both_versions() {
-        let bundle = bundle_with(None);
-        // The loader exists (any file of that name): only the glibc version misfits.
-        let loader = bundle.path().join("ld-linux-test.so.2");
-        fs::write(&loader, "").unwrap_or_else(|e| panic!("{e}"));
-        let elf = fake_elf(
-            host_machine().0,
-            Some(&loader.display().to_string()),
-            &["GLIBC_2.2.5", "GLIBC_99.1"],
-        );
-        fs::create_dir_all(bundle.path().join("bin")).unwrap_or_else(|e| panic!("{e}"));
-        fs::write(bundle.path().join("bin/npu-scan"), elf).unwrap_or_else(|e| panic!("{e}"));
-        let (code, _, stderr) = launch(bundle.path());
-        assert_eq!(code, Some(2), "{stderr}");
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-        assert!(
-            stderr.starts_with(
-                "npu-scan: error: bin/npu-scan needs glibc 99.1 and this machine has glibc 2."
-            ),
-            "{stderr}"
-        );
-    }
-
-    #[test]
-    fn a_missing_or_non_elf_binary_names_the_build_step() {
-        let bundle = bundle_with(None);
-        let (code, _, stderr) = launch(bundle.path());
-        assert_eq!(code, Some(2));
-        assert!(
-            stderr.starts_with(
-                "npu-scan: error: bin/npu-scan is missing; build bin/ for this machine: bash "
-            ),
-            "{stderr}"
-        );
-        let bundle = bundle_with(Some(b"#!/bin/sh\necho hi\n"));
-        let (code, stdout, stderr) = launch(bundle.path());
-        assert_eq!((code, stdout.as_str()), (Some(2), ""));
-        assert!(
-            stderr.starts_with("npu-scan: error: bin/npu-scan is not an ELF file; "),
-            "{stderr}"
-        );
-    }
-
-    #[test]
-    fn a_binary_that_fits_runs_with_the_arguments() {
-        // A real executable of this machine: the check passes it and the launcher execs it.
-        let real = ["/bin/echo", "/usr/bin/echo"]
-            .into_iter()
-            .map(Path::new)
-            .find(|p| p.is_file())
-            .unwrap_or_else(|| panic!("no /bin/echo on this machine"));
-        let bytes = fs::read(real).unwrap_or_else(|e| panic!("{e}"));
-        let bundle = bundle_with(Some(&bytes));
-        let (code, stdout, stderr) = launch_with(bundle.path(), &["fits", "this machine"]);
-        assert_eq!(
-            (code, stdout.as_str(), stderr.as_str()),
-            (Some(0), "fits this machine\n", "")
-        );
-    }
-
-    #[test]
-    fn the_source_tree_holds_what_the_build_reads_and_no_tests() {
-        let files = source_files(&crate::project_root()).unwrap_or_else(|e| panic!("{e:#}"));
-        for needed in [
-            "Cargo.toml",
-            "Cargo.lock",
-            "crates/scan/Cargo.toml",
-            "crates/scan/src/main.rs",
-            "crates/scan/src/rules/dev.md",
-            "crates/patch-assets/build.rs",
-            "xtask/Cargo.toml",
-            "assets/SKILL.md",
-            "assets/demo/tiny-vla/train.py",
-        ] {
-            assert!(files.iter().any(|f| f == needed), "source/ lacks {needed}");
-        }
-        for file in &files {
-            assert!(
-                !file.contains("/tests/")
-                    && !file.starts_with("corpus/")
-                    && !file.starts_with("docs/"),
-                "source/ should not ship {file}"
-            );
-        }
-    }
-
-    #[test]
-    fn dep_info_inputs_are_the_workspace_files_relative_to_the_root() {
-        let text = "/w/target/release/npu-assets: /w/crates/a/src/lib.rs /w/torch-npu/wheels.json \
-                    /home/u/.cargo/registry/x/src/lib.rs /w/assets/my\\ file.txt /w/target/out.rs /w/crates/a/../../docs/x.md\n\n\
-                    /w/crates/a/src/lib.rs:\n";
-        assert_eq!(
-            dep_info_inputs(text, Path::new("/w")),
-            [
-                "crates/a/src/lib.rs",
-                "torch-npu/wheels.json",
-                "assets/my file.txt",
-                "docs/x.md"
-            ]
-        );
-    }
-
-    #[test]
-    fn a_target_without_its_standard_library_names_rustup_target_add() {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let problem = std_missing("aarch64-unknown-linux-gnu", &dir.path().join("lib"))
-            .unwrap_or_else(|| panic!("a missing libdir passed"));
-        assert!(
-            problem.contains("run `rustup target add aarch64-unknown-linux-gnu`"),
-            "{problem}"
-        );
-        fs::write(dir.path().join("libstd-0123abcd.rlib"), "").unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(std_missing("aarch64-unknown-linux-gnu", dir.path()), None);
-    }
-
-    /// `python scripts/build.py` in a bundle with a manifest, a lock and `vendor/`, with `PATH`
-    /// limited to the system folders and `CARGO` set to `cargo` (or unset): (exit code, stderr).
-    fn build_with(cargo: Option<&str>) -> (Option<i32>, String) {
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let root = dir.path();
-        write(&root.join("scripts/build.py"), &build_py()).unwrap_or_else(|e| panic!("{e:#}"));
-        write(&root.join("scripts/bundle_check.py"), BUNDLE_CHECK)
-            .unwrap_or_else(|e| panic!("{e:#}"));
-        write(
-            &root.join("source/Cargo.toml"),
-            "[workspace.package]\nrust-version = \"1.95\"\n",
-        )
-        .unwrap_or_else(|e| panic!("{e:#}"));
-        write(&root.join("source/Cargo.lock"), "").unwrap_or_else(|e| panic!("{e:#}"));
-        fs::create_dir_all(root.join("source/vendor")).unwrap_or_else(|e| panic!("{e}"));
-        let python = std::env::var("NPU_PATCHER_PYTHON").unwrap_or_else(|_| "python3".to_owned());
-        let python = which(&python);
-        let mut cmd = std::process::Command::new(&python);
-        cmd.arg(root.join("scripts/build.py"))
-            .env_clear()
-            .env("PATH", "/nonexistent")
-            .env("HOME", root);
-        if let Some(cargo) = cargo {
-            let fake = root.join("fake-cargo");
-            write(
-                &fake,
-                &format!("#!/bin/sh\necho '{cargo} (abc 2024-01-01)'\n"),
-            )
-            .unwrap_or_else(|e| panic!("{e:#}"));
-            make_executable(&fake).unwrap_or_else(|e| panic!("{e:#}"));
-            cmd.env("CARGO", &fake).env("RUSTC", &fake);
-        }
-        let out = cmd
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {}: {e}", python.display()));
-        (
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    }
-
-    /// The interpreter itself (`sys.executable`), not a shim that needs `PATH`.
-    fn which(python: &str) -> PathBuf {
-        let out = std::process::Command::new(python)
-            .args(["-c", "import sys; print(sys.executable)"])
-            .output()
-            .unwrap_or_else(|e| panic!("cannot run {python}: {e}"));
-        PathBuf::from(String::from_utf8_lossy(&out.stdout).trim())
-    }
-
-    #[test]
-    fn the_build_step_without_cargo_names_the_rust_version_and_rustup() {
-        let (code, stderr) = build_with(None);
-        assert_eq!(code, Some(1), "{stderr}");
-        assert!(
-            stderr.starts_with(
-                "build.sh: error: cargo is not installed (the build needs Rust 1.95 or newer); install Rust 1.95 or newer with rustup"
-            ),
-            "{stderr}"
-        );
-    }
-
-    #[test]
-    fn the_build_step_with_an_old_cargo_names_both_versions() {
-        let (code, stderr) = build_with(Some("cargo 1.80.1"));
-        assert_eq!(code, Some(1), "{stderr}");
-        assert!(
-            stderr.contains(
-                "fake-cargo is version 1.80.1 and the build needs 1.95 or newer; install Rust 1.95"
-            ),
-            "{stderr}"
-        );
-        assert_eq!(stderr.lines().count(), 1, "{stderr}");
-    }
-
-    #[test]
-    fn build_py_names_every_binary() {
-        let text = build_py();
-        assert!(!text.contains("@BINARIES@"));
-        for (package, binary) in BINARIES {
-            assert!(
-                text.contains(&format!("(\"{package}\", \"{binary}\")")),
-                "{binary}"
-            );
-        }
-    }
-}
+mod tests;

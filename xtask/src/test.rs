@@ -3,9 +3,10 @@
 //! Order: rustfmt check, clippy with `-D warnings`, the Python venv, the pinned torch-npu wheels
 //! (`cargo xtask torch-npu`), the cargo tests, the scanner
 //! on the real-code corpus (`accuracy --corpus`), one small project through `fix-check`, the
-//! quick part of the conformance runs (`conformance --subset`), the release bundle (with
-//! `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest
-//! over `tests/`, then
+//! quick part of the conformance runs (`conformance --subset`), the release bundle (`--targets
+//! auto`: its aarch64 binaries only where this machine can cross-build them, else it says why;
+//! with `--offline-build`, then its offline rebuild: [`crate::dist::check_offline_build`]), pytest
+//! over `tests/` (`tests/e2e/test_bundle_aarch64.py` runs the aarch64 binaries under qemu), then
 //! the torch matrix ([`crate::matrix`]: the runtime-patch, emulator and harness suites and the
 //! emulated demo verify on torch 2.1.0 and 2.6.0, or the `--torch` versions), the short exit
 //! stress check ([`crate::stress_exit`]) and the support-table check. Every step runs even when an

@@ -4,7 +4,7 @@
 //!
 //! 1. `$NPU_PATCHER_EMULATOR_DIR`, when set (an error when it does not hold the emulator);
 //! 2. `PROJECT/migrate_to_cloudrobo/emulator/`, the copy `npu-assets init --emulator` writes;
-//! 3. `emulator/` of the release bundle the binary runs from (`<bundle>/bin/npu-*`);
+//! 3. `emulator/` of the release bundle the binary runs from (`<bundle>/bin/<machine>/npu-*`);
 //! 4. the copy embedded in the binary, extracted to a temporary folder for the run.
 //!
 //! `train.sh` knows no bundle and no embedded copy: it uses 1 and 2 only.
@@ -110,12 +110,16 @@ pub fn locate_here(project: &Path) -> Result<Emulator> {
     locate(project, env_dir.as_deref(), exe.as_deref())
 }
 
-/// `<bundle>/emulator` for a binary at `<bundle>/bin/<name>`.
+/// `<bundle>/emulator` for a binary at `<bundle>/bin/<machine>/<name>` (the release bundle's
+/// layout: one folder per architecture) or `<bundle>/bin/<name>`.
 fn bundle_emulator(exe: &Path) -> Option<PathBuf> {
     let exe = exe.canonicalize().unwrap_or_else(|_| exe.to_owned());
-    let bin = exe.parent()?;
+    let mut bin = exe.parent()?;
     if bin.file_name()? != "bin" {
-        return None;
+        bin = bin.parent()?;
+        if bin.file_name()? != "bin" {
+            return None;
+        }
     }
     let dir = bin.parent()?.join(FOLDER);
     is_emulator_dir(&dir).then_some(dir)
@@ -192,6 +196,30 @@ mod tests {
             assert!(!switch_is_on(Some(off)), "{off}");
         }
         assert!(!switch_is_on(None));
+    }
+
+    #[test]
+    fn a_binary_in_a_machine_folder_of_the_bundle_finds_its_emulator() {
+        let tmp = tempfile::tempdir().unwrap();
+        let project = tmp.path().join("project");
+        let bundle = tmp.path().join("bundle");
+        std::fs::create_dir_all(&project).unwrap();
+        fake_emulator(&bundle.join(FOLDER));
+        for machine in ["x86_64", "aarch64"] {
+            let exe = bundle.join("bin").join(machine).join("npu-train");
+            std::fs::create_dir_all(exe.parent().unwrap()).unwrap();
+            std::fs::write(&exe, "").unwrap();
+            let found = locate(&project, None, Some(&exe)).unwrap();
+            assert_eq!(found.origin, Origin::Bundle, "{machine}");
+        }
+        // Two folders below bin/ is not the bundle's layout.
+        let deeper = bundle.join("bin/aarch64/old/npu-train");
+        std::fs::create_dir_all(deeper.parent().unwrap()).unwrap();
+        std::fs::write(&deeper, "").unwrap();
+        assert_eq!(
+            locate(&project, None, Some(&deeper)).unwrap().origin,
+            Origin::Embedded
+        );
     }
 
     #[test]

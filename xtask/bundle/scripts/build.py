@@ -7,8 +7,10 @@ machine's cargo and no network. It runs
 
     cargo build --release --offline --locked -p <each tool> --target-dir <dir>
 
-in `source/`, then copies the five binaries into `bin/` (each replaced in one rename) and writes
-the host's target triple to `bin/TARGET.txt`. Usage: `bash build.sh [--jobs N] [--target-dir DIR]`.
+in `source/`, then copies the five binaries into `bin/<machine>/` (`bin/aarch64/` on an aarch64
+machine: the architecture as `platform.machine()` names it; each replaced in one rename), writes
+the host's target triple to `bin/<machine>/TARGET.txt`, and writes the `bin/<binary>` scripts that
+run the binary of the machine they run on. Usage: `bash build.sh [--jobs N] [--target-dir DIR]`.
 The default target dir, `source/target` (about 1 GB of intermediate files), is removed after a
 successful build; one given by `--target-dir` or `$CARGO_TARGET_DIR` is kept. Python 3.8+.
 """
@@ -29,8 +31,10 @@ sys.dont_write_bytecode = True
 sys.path.insert(0, HERE)
 import bundle_check  # noqa: E402
 
-# (cargo package, binary name): the binaries of bin/.
+# (cargo package, binary name): the binaries of bin/<machine>/.
 BINARIES = @BINARIES@
+# bin/<binary>: runs bin/<machine>/<binary> for the machine it runs on (`@BINARY@` is the binary).
+DISPATCHER = @DISPATCHER@
 INSTALL_HINT = (
     "install Rust %(v)s or newer with rustup (https://rustup.rs: `curl --proto '=https' --tlsv1.2 -sSf "
     "https://sh.rustup.rs | sh -s -- --default-toolchain %(v)s`, or `rustup toolchain install %(v)s` "
@@ -91,19 +95,20 @@ def host_triple(rustc):
     return found.group(1) if found else None
 
 
-def install(built, name):
-    """Copy `built` to bin/<name> through a temporary file and one rename."""
-    final = os.path.join(BIN, name)
-    partial = os.path.join(BIN, ".%s.partial" % name)
+def install(built, folder, name):
+    """Copy `built` to <folder>/<name> through a temporary file and one rename."""
+    final = os.path.join(folder, name)
+    partial = os.path.join(folder, ".%s.partial" % name)
     shutil.copyfile(built, partial)
     os.chmod(partial, 0o755)
     os.replace(partial, final)
 
 
-def write_text(path, text):
+def write_text(path, text, mode=0o644):
     partial = path + ".partial"
     with open(partial, "w") as handle:
         handle.write(text)
+    os.chmod(partial, mode)
     os.replace(partial, path)
 
 
@@ -146,26 +151,28 @@ def main(argv=None):
     if subprocess.call(command, cwd=SOURCE, env=env) != 0:
         return fail("the build failed (cargo's messages are above); the command was: %s (in %s)"
                     % (" ".join(command), SOURCE))
-    os.makedirs(BIN, exist_ok=True)
+    folder = os.path.join(BIN, bundle_check.machine_arch())
+    os.makedirs(folder, exist_ok=True)
     for _, name in BINARIES:
         built = os.path.join(target_dir, "release", name)
         if not os.path.isfile(built):
             return fail("cargo reported success but %s is missing" % built)
-        install(built, name)
+        install(built, folder, name)
+        write_text(os.path.join(BIN, name), DISPATCHER.replace("@BINARY@", name), 0o755)
     triple = host_triple(rustc)
-    target_file = os.path.join(BIN, "TARGET.txt")
+    target_file = os.path.join(folder, "TARGET.txt")
     if triple:
         write_text(target_file, triple + "\n")
     elif os.path.exists(target_file):
         os.remove(target_file)
     for _, name in BINARIES:
-        why = bundle_check.misfit(os.path.join(BIN, name))
+        why = bundle_check.misfit(os.path.join(folder, name))
         if why:
             return fail("the new %s still does not fit this machine: %s" % (name, why))
     if not chosen:
         shutil.rmtree(target_dir, ignore_errors=True)
     sys.stderr.write("build.sh: built %s into %s for %s in %.0fs\n" % (
-        ", ".join(name for _, name in BINARIES), BIN, triple or "this machine", time.time() - started))
+        ", ".join(name for _, name in BINARIES), folder, triple or "this machine", time.time() - started))
     return 0
 
 

@@ -9,6 +9,10 @@ the glibc versions it needs (`.gnu.version_r`) against this machine's glibc. A m
 line that names the build step (`bash <bundle>/build.sh`), which builds `bin/` from the
 bundle's own sources for this machine, offline.
 
+The binaries of each architecture are in `bin/<machine>/` (`bin/x86_64/`, `bin/aarch64/`, named as
+`platform.machine()` names the architecture, `amd64` and `arm64` read as `x86_64` and `aarch64`),
+each folder with a `TARGET.txt` naming the target triple they are built for.
+
 Python 3.8+, standard library only. `NPU_PATCHER_NO_BIN_CHECK=1` skips the check.
 """
 
@@ -184,20 +188,37 @@ def _dotted(version):
     return ".".join(str(part) for part in version)
 
 
-def built_for():
-    """The target triple `bin/TARGET.txt` names, or None."""
+def built_for(binary):
+    """The target triple `TARGET.txt` beside `binary` names, or None."""
     try:
-        with open(os.path.join(BIN, "TARGET.txt")) as handle:
+        with open(os.path.join(os.path.dirname(binary), "TARGET.txt")) as handle:
             return handle.read().strip() or None
     except OSError:
         return None
+
+
+def binary_path(binary_name):
+    """`bin/<machine>/<binary_name>`: the binary for this machine's architecture."""
+    return os.path.join(BIN, machine_arch(), binary_name)
+
+
+def shipped_machines(binary_name):
+    """The architectures (`bin/<machine>/` folders) that hold `binary_name`, sorted."""
+    try:
+        names = sorted(os.listdir(BIN))
+    except OSError:
+        return []
+    return [n for n in names if os.path.isfile(os.path.join(BIN, n, binary_name))]
 
 
 def misfit(binary):
     """Why `binary` cannot run on this machine (one line, without the fix), or None when it fits."""
     name = os.path.relpath(binary, BUNDLE)
     if not os.path.isfile(binary):
-        return "%s is missing" % name
+        base = os.path.basename(binary)
+        others = shipped_machines(base)
+        return "this bundle has no %s for this machine (%s: %s is missing; it has %s)" % (
+            base, platform.machine() or "unknown", name, ", ".join("bin/%s/" % o for o in others) or "none")
     if not platform.system() == "Linux":
         return "%s is a Linux binary and this machine runs %s" % (name, platform.system() or "another system")
     try:
@@ -209,7 +230,7 @@ def misfit(binary):
     except NotElf as error:
         return "%s is %s" % (name, error)
     arch = machine_arch()
-    target = built_for()
+    target = built_for(binary)
     label = " (%s)" % target if target else ""
     if elf.machine != arch:
         return "%s is built for %s%s and this machine is %s" % (name, elf.machine, label, arch)
@@ -229,12 +250,13 @@ def misfit(binary):
 
 
 def run(binary_name):
-    """Run `bin/<binary_name>` with this script's arguments; its exit code is the return value."""
-    binary = os.path.join(BIN, binary_name)
-    if os.environ.get("NPU_PATCHER_NO_BIN_CHECK") != "1":
+    """Run `bin/<machine>/<binary_name>` with this script's arguments; its exit code is the return value."""
+    binary = binary_path(binary_name)
+    if os.environ.get("NPU_PATCHER_NO_BIN_CHECK") != "1" or not os.path.isfile(binary):
         why = misfit(binary)
         if why:
-            sys.stderr.write("%s: error: %s; build bin/ for this machine: %s\n" % (binary_name, why, BUILD_STEP))
+            sys.stderr.write("%s: error: %s; build bin/%s/ for this machine: %s\n" % (
+                binary_name, why, machine_arch(), BUILD_STEP))
             return 2
     argv = [binary] + sys.argv[1:]
     # The tool's hints then show the command the user actually typed.

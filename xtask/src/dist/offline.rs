@@ -6,7 +6,7 @@
 //! `bin/` and the system folders on `PATH`, no rustup proxy, no cargo variables) and, where
 //! `unshare -rn` works, in a network namespace of its own; then runs the rebuilt
 //! `scripts/scan.py` on the demo project, which must report its findings (exit 1, a summary and
-//! `issues.json`). Prints the build time.
+//! `issues.json`), and `bin/npu-scan --version`. Prints the build time.
 
 use anyhow::{Context, Result, bail};
 use std::fs;
@@ -89,16 +89,19 @@ pub fn check(root: &Path, archive: &Path, host: &str) -> Result<()> {
             cargo_home.display()
         );
     }
+    let machine = super::targets::machine(host);
+    let folder = bundle.join("bin").join(machine);
     for (_, binary) in super::BINARIES {
-        let path = bundle.join("bin").join(binary);
-        if !path.is_file() {
-            bail!("build.sh succeeded but did not write {}", path.display());
+        for path in [folder.join(binary), bundle.join("bin").join(binary)] {
+            if !path.is_file() {
+                bail!("build.sh succeeded but did not write {}", path.display());
+            }
         }
     }
-    let named = fs::read_to_string(bundle.join("bin/TARGET.txt")).unwrap_or_default();
+    let named = fs::read_to_string(folder.join("TARGET.txt")).unwrap_or_default();
     if named.trim() != host {
         bail!(
-            "the rebuilt bin/TARGET.txt names {:?}, not this host {host}",
+            "the rebuilt bin/{machine}/TARGET.txt names {:?}, not this host {host}",
             named.trim()
         );
     }
@@ -132,6 +135,18 @@ pub fn check(root: &Path, archive: &Path, host: &str) -> Result<()> {
             "the rebuilt scripts/scan.py on the demo: expected exit 1, a summary and issues.json, \
              got {:?}\n--- stdout ---\n{stdout}\n--- stderr ---\n{stderr}",
             scan.status.code()
+        );
+    }
+    let version = env(duct::cmd!(bundle.join("bin/npu-scan"), "--version"))
+        .stdout_capture()
+        .stderr_capture()
+        .unchecked()
+        .run()?;
+    if !version.status.success() || !String::from_utf8_lossy(&version.stdout).contains("npu-scan") {
+        bail!(
+            "the rebuilt bin/npu-scan --version: exit {:?}\n{}",
+            version.status.code(),
+            String::from_utf8_lossy(&version.stderr)
         );
     }
     eprintln!(
