@@ -10,6 +10,7 @@
 //! the fix left, and stays an issue of its own.
 
 use crate::schema::{Issue, IssuesFile, Status, Summary};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The patterns both `npu-scan` and `npu-verify`'s step profile report.
 pub const SHARED_PATTERNS: [&str; 2] = ["P_VEC", "P_TGT"];
@@ -42,9 +43,12 @@ pub fn fold_measured(
             issue.measurement = None;
         }
     }
-    let mut texts: std::collections::BTreeMap<String, Option<Vec<String>>> = Default::default();
+    let mut texts: BTreeMap<String, Option<Vec<String>>> = BTreeMap::new();
     let mut folded = Vec::new();
-    let mut dropped = vec![false; file.issues.len()];
+    let mut dropped = BTreeSet::new();
+    // Scanned issues that took a measurement in this pass: a second measured line in the same
+    // code (two per-sample lines of one loop) adds its figures rather than replacing the first.
+    let mut took = BTreeSet::new();
     for m in 0..file.issues.len() {
         let measured = &file.issues[m];
         if measured.measured.is_none()
@@ -77,17 +81,28 @@ pub fn fold_measured(
         let taken = file.issues[m].measured.clone();
         let id = file.issues[m].id.clone();
         let scanned = &mut file.issues[at];
-        scanned.measurement = taken;
+        match (&mut scanned.measurement, taken) {
+            (Some(kept), Some(more)) if took.contains(&at) => {
+                kept.evidence = format!("{}; {}", kept.evidence, more.evidence);
+                for arg in more.verify_args {
+                    if !kept.verify_args.contains(&arg) {
+                        kept.verify_args.push(arg);
+                    }
+                }
+            }
+            (_, taken) => scanned.measurement = taken,
+        }
+        took.insert(at);
         folded.push(Folded {
             measured: id,
             into: scanned.id.clone(),
         });
-        dropped[m] = true;
+        dropped.insert(m);
     }
     let mut index = 0;
     file.issues.retain(|_| {
         index += 1;
-        !dropped[index - 1]
+        !dropped.contains(&(index - 1))
     });
     file.summary = Summary::of(&file.issues);
     folded
@@ -271,6 +286,23 @@ for x, y in loader:
             issue("VEC-meas", "P_VEC", 4, Some("pipeline.per_sample")),
         ]);
         assert!(fold_measured(&mut g, &[], &|_| None).is_empty());
+    }
+
+    #[test]
+    fn two_measured_lines_in_one_loop_keep_both_figures() {
+        let mut f = file(vec![
+            issue("VEC-scan", "P_VEC", 3, None),
+            issue("VEC-a", "P_VEC", 4, Some("pipeline.per_sample")),
+            issue("VEC-b", "P_VEC", 6, Some("pipeline.per_sample")),
+        ]);
+        let folded = fold_measured(&mut f, &["pipeline.per_sample"], &text);
+        assert_eq!(folded.len(), 2);
+        assert_eq!(f.issues.len(), 1);
+        let evidence = &f.issues[0].measurement.as_ref().unwrap().evidence;
+        assert!(
+            evidence.contains("train.py:4") && evidence.contains("train.py:6"),
+            "{evidence}"
+        );
     }
 
     #[test]

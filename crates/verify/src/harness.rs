@@ -292,10 +292,14 @@ impl Outcome {
             return Some(Check::fail(
                 &name,
                 format!(
-                    "the interpreter aborted at exit after the program finished: the {} run's results are                      complete, then the process was killed by signal {sig}; {tail}",
+                    "the interpreter aborted at exit after the program finished: the {} run's results are \
+                     complete, then the process was killed by signal {sig}; {tail}",
                     self.mode
                 ),
-                "the program's work is done and its checks above stand; the abort comes from a thread or                  destructor of torch or an extension at interpreter exit (`terminate called without an                  active exception` is typical); run the command by hand to see it, and with --emulate-npu                  report it as an emulator fault",
+                "the program's work is done and its checks above stand; the abort comes from a thread or \
+                 destructor of torch or an extension at interpreter exit (`terminate called without an \
+                 active exception` is typical); run the command by hand to see it, and with --emulate-npu \
+                 report it as an emulator fault",
             ));
         }
         None
@@ -792,6 +796,11 @@ mod tests {
             check.detail.contains("terminate called"),
             "{}",
             check.detail
+        );
+        assert!(
+            !check.detail.contains("  ")
+                && !check.remedy.as_deref().unwrap_or_default().contains("  "),
+            "{check:?}"
         );
         // Died before its last record: the run itself crashed.
         outcome.done = false;

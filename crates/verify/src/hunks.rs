@@ -68,6 +68,18 @@ pub fn base(project: &Path) -> Result<(String, String), String> {
     Ok(patch_assets::summary::git::detect_base(project))
 }
 
+/// The base for `--reference-rev REV`: the port's own changes are what separates the working tree
+/// from the revision the reference ran, whatever the history says the port started from.
+pub fn reference_base(project: &Path, rev: &str) -> Result<(String, String), String> {
+    let spec = format!("{rev}^{{commit}}");
+    let commit = git(project, &["rev-parse", "--verify", "--quiet", &spec])
+        .map_err(|e| format!("{rev} is not a commit of {} ({e})", project.display()))?;
+    Ok((
+        commit.trim().to_owned(),
+        format!("{rev}, the revision the reference ran (--reference-rev)"),
+    ))
+}
+
 /// The hunks of `file` (relative to the project) in the working tree against `base`.
 pub fn hunks(project: &Path, base: &str, file: &str) -> Result<Vec<Hunk>, String> {
     let text = git(

@@ -227,7 +227,11 @@ impl Session<'_> {
         let mut candidates = parity_why::patch_candidates(aligned.port, &place, source.as_deref());
         let mut base = None;
         let mut notes = Vec::new();
-        match hunks::base(&self.root) {
+        let found_base = match &self.args.reference_rev {
+            Some(rev) => hunks::reference_base(&self.root, rev),
+            None => hunks::base(&self.root),
+        };
+        match found_base {
             Ok((commit, why)) => {
                 let mut files: Vec<String> = place.file.iter().cloned().collect();
                 if let Some((file, _)) = &place.called_at
