@@ -376,6 +376,9 @@ pub fn keep_logs(root: &Path, command: &str, outcome: &mut Outcome) -> Result<()
 /// One harness run.
 pub struct Job<'a> {
     pub mode: &'a str,
+    /// The stem of its files in the workspace (request, results, log, shims); the mode when
+    /// None. Two runs of one mode at once need their own.
+    pub files: Option<&'a str>,
     pub request: serde_json::Value,
     pub cwd: &'a Path,
     pub env: &'a [(String, OsString)],
@@ -392,9 +395,14 @@ fn sh_quote(word: &str) -> String {
 }
 
 /// `python`, `python3` and `torchrun` scripts that start the harness in shim mode.
-fn write_shims(base: &Path, interpreter: &Interpreter, request: &Path) -> Result<PathBuf, Error> {
+fn write_shims(
+    dir: &Path,
+    base: &Path,
+    interpreter: &Interpreter,
+    request: &Path,
+) -> Result<PathBuf, Error> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = base.join("shim");
+    let dir = dir.to_owned();
     let mut python: Vec<String> = vec![sh_quote(&interpreter.program.to_string_lossy())];
     python.extend(
         interpreter
@@ -434,6 +442,7 @@ pub fn run(
 ) -> Result<Outcome, Error> {
     let Job {
         mode,
+        files,
         mut request,
         cwd,
         env,
@@ -442,9 +451,10 @@ pub fn run(
         ranks,
     } = job;
     let base = workspace.path();
-    let results = base.join(format!("results-{mode}.jsonl"));
-    let log = base.join(format!("output-{mode}.log"));
-    let request_path = base.join(format!("request-{mode}.json"));
+    let stem = files.unwrap_or(mode);
+    let results = base.join(format!("results-{stem}.jsonl"));
+    let log = base.join(format!("output-{stem}.log"));
+    let request_path = base.join(format!("request-{stem}.json"));
     request["mode"] = mode.into();
     request["results"] = results.display().to_string().into();
     if ranks.is_some() {
@@ -460,7 +470,12 @@ pub fn run(
     write(&results, b"")?;
 
     let (program, args, path_env) = if let Some(words) = shell {
-        let shims = write_shims(base, interpreter, &request_path)?;
+        let shims = write_shims(
+            &base.join(format!("shim-{stem}")),
+            base,
+            interpreter,
+            &request_path,
+        )?;
         let mut paths = vec![shims];
         if let Some(old) = std::env::var_os("PATH") {
             paths.extend(std::env::split_paths(&old));

@@ -65,8 +65,24 @@ fn git(project: &Path, args: &[&str]) -> Result<String, String> {
 pub fn base(project: &Path) -> Result<(String, String), String> {
     git(project, &["rev-parse", "--is-inside-work-tree"])
         .map_err(|e| format!("{} is not in a git repository ({e})", project.display()))?;
-    Ok(patch_assets::summary::git::detect_base(project))
+    let (base, why) = patch_assets::summary::git::detect_base(project);
+    // A port that began with the repository's first commit has the empty tree as its base, and
+    // undoing a whole file deletes it: the working tree's changes are what can be undone.
+    if base == EMPTY_TREE
+        && let Ok(head) = git(project, &["rev-parse", "--verify", "--quiet", "HEAD"])
+    {
+        return Ok((
+            head.trim().to_owned(),
+            "HEAD: the port began with the repository's first commit, so the changes undone \
+             are the working tree's (--reference-rev REV names another revision)"
+                .to_owned(),
+        ));
+    }
+    Ok((base, why))
 }
+
+/// Git's empty tree: the base of a port that began with the repository's first commit.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// The base for `--reference-rev REV`: the port's own changes are what separates the working tree
 /// from the revision the reference ran, whatever the history says the port started from.

@@ -26,6 +26,17 @@ impl Session<'_> {
         self.parity_env = Some(emulated);
         let outcome = self.harness("parity", request, shell, None);
         self.parity_env = saved_env;
+        self.parity_record(role, &record_path, outcome)
+    }
+
+    /// The record of the parity run of `role` that ended as `outcome`, or None (the report says
+    /// why and is marked incomplete).
+    fn parity_record(
+        &mut self,
+        role: &str,
+        record_path: &Path,
+        outcome: Option<crate::harness::Outcome>,
+    ) -> Option<serde_json::Value> {
         let outcome = outcome?;
         let ran = outcome
             .checks
@@ -45,7 +56,7 @@ impl Session<'_> {
             self.report.incomplete = true;
             return None;
         }
-        let record = std::fs::read(&record_path)
+        let record = std::fs::read(record_path)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<serde_json::Value>(&bytes).ok());
         if record.is_none() {
@@ -108,7 +119,7 @@ impl Session<'_> {
             return;
         }
 
-        let (reference, noise, same_kernels) = if let Some(file) = &self.args.compare {
+        let (reference, noise, same_kernels, port) = if let Some(file) = &self.args.compare {
             let Some(reference) = std::fs::read(file)
                 .ok()
                 .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -127,7 +138,10 @@ impl Session<'_> {
                 "batches_in": saved.is_file().then(|| saved.display().to_string()),
             });
             let same = reference["device"] == "cpu" && emulated;
-            (reference, None, same)
+            let Some(port) = self.parity_run("port", port_request.clone(), shell, emulated) else {
+                return;
+            };
+            (reference, None, same, port)
         } else {
             let cuda = self.args.reference_device == ReferenceDevice::Cuda;
             if cuda && !self.cuda_present() {
@@ -157,28 +171,48 @@ impl Session<'_> {
                 self.root.clone_from(checkout);
             }
             let reference = self.parity_run("reference", reference_request.clone(), shell, false);
-            let noise = reference.as_ref().and_then(|reference| {
-                // The reference's own noise floor: the same run with another thread count.
-                let threads = reference["threads"].as_u64().unwrap_or(1);
-                reference_request["parity"] = serde_json::json!({
-                    "role": "reference-noise", "record": dir.join("parity-noise.json").display().to_string(),
-                    "batches_in": batches_file.display().to_string(), "no_patches": true,
-                    "threads": if threads > 1 { 1 } else { 2 },
-                });
-                self.parity_run("reference-noise", reference_request, shell, false)
-            });
-            self.root = port_root;
+            let reference_root = std::mem::replace(&mut self.root, port_root);
             let Some(reference) = reference else {
                 return;
             };
+            // The reference's own noise floor (the same run with another thread count) and the
+            // port both replay the reference's batches: they run at once.
+            let threads = reference["threads"].as_u64().unwrap_or(1);
+            let noise_path = dir.join("parity-noise.json");
+            reference_request["parity"] = serde_json::json!({
+                "role": "reference-noise", "record": noise_path.display().to_string(),
+                "batches_in": batches_file.display().to_string(), "no_patches": true,
+                "threads": if threads > 1 { 1 } else { 2 },
+            });
+            let port_path = dir.join("parity-port.json");
             port_request["parity"] = serde_json::json!({
-                "role": "port", "record": dir.join("parity-port.json").display().to_string(),
+                "role": "port", "record": port_path.display().to_string(),
                 "batches_in": batches_file.is_file().then(|| batches_file.display().to_string()),
             });
-            (reference, noise, emulated && !cuda)
-        };
-        let Some(port) = self.parity_run("port", port_request.clone(), shell, emulated) else {
-            return;
+            let [noise, port] = self.harness_pair(
+                [
+                    (
+                        "parity",
+                        "parity-noise",
+                        reference_request,
+                        reference_root,
+                        false,
+                    ),
+                    (
+                        "parity",
+                        "parity-port",
+                        port_request.clone(),
+                        self.root.clone(),
+                        emulated,
+                    ),
+                ],
+                shell,
+            );
+            let noise = self.parity_record("reference-noise", &noise_path, noise);
+            let Some(port) = self.parity_record("port", &port_path, port) else {
+                return;
+            };
+            (reference, noise, emulated && !cuda, port)
         };
         let replayed = port["batches_replayed"].as_u64().unwrap_or(0);
         let drawn = reference["batches_drawn"].as_u64().unwrap_or(0);

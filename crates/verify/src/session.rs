@@ -212,17 +212,11 @@ impl Session<'_> {
         shell: Option<&[String]>,
         ranks: Option<u32>,
     ) -> Option<harness::Outcome> {
-        output::progress(
-            self.args.quiet,
-            &format!(
-                "{mode}: running the harness with {}",
-                self.interpreter.info().command.join(" ")
-            ),
-        );
-        let first_check = self.report.checks.len();
+        self.announce(mode);
         let env = self.env(ranks);
         let job = harness::Job {
             mode,
+            files: None,
             request,
             cwd: &self.root,
             env: &env,
@@ -230,7 +224,84 @@ impl Session<'_> {
             shell,
             ranks,
         };
-        let mut outcome = match harness::run(&self.workspace, &self.interpreter, job) {
+        let ran = harness::run(&self.workspace, &self.interpreter, job);
+        self.finish(mode, ran, ranks)
+    }
+
+    /// Two runs at once, neither distributed: each `(mode, files, request, cwd, emulated)` with
+    /// the environment of a parity run (`emulated` as for [`Self::parity_run`]), then reported in
+    /// order as [`Self::harness`] reports one. Each has its own files in the workspace (`files`).
+    pub(crate) fn harness_pair(
+        &mut self,
+        runs: [(&str, &str, serde_json::Value, PathBuf, bool); 2],
+        shell: Option<&[String]>,
+    ) -> [Option<harness::Outcome>; 2] {
+        let saved = self.parity_env;
+        let envs: Vec<_> = runs
+            .iter()
+            .map(|run| {
+                self.announce(run.0);
+                self.parity_env = Some(run.4);
+                let root = std::mem::replace(&mut self.root, run.3.clone());
+                let env = self.env(None);
+                self.root = root;
+                env
+            })
+            .collect();
+        self.parity_env = saved;
+        let timeout = self.timeout();
+        let (workspace, interpreter) = (&self.workspace, &self.interpreter);
+        let [first, second] = runs;
+        let job = |run: &(&'_ str, &'_ str, serde_json::Value, PathBuf, bool), env| {
+            harness::run(
+                workspace,
+                interpreter,
+                harness::Job {
+                    mode: run.0,
+                    files: Some(run.1),
+                    request: run.2.clone(),
+                    cwd: &run.3,
+                    env,
+                    timeout,
+                    shell,
+                    ranks: None,
+                },
+            )
+        };
+        let (ran_first, ran_second) = std::thread::scope(|scope| {
+            let other = scope.spawn(|| job(&second, &envs[1]));
+            let here = job(&first, &envs[0]);
+            let there = other
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            (here, there)
+        });
+        [
+            self.finish(first.0, ran_first, None),
+            self.finish(second.0, ran_second, None),
+        ]
+    }
+
+    fn announce(&self, mode: &str) {
+        output::progress(
+            self.args.quiet,
+            &format!(
+                "{mode}: running the harness with {}",
+                self.interpreter.info().command.join(" ")
+            ),
+        );
+    }
+
+    /// Report one harness run: its checks, its log, its configuration; the outcome, or None when
+    /// it could not start.
+    fn finish(
+        &mut self,
+        mode: &str,
+        ran: Result<harness::Outcome, harness::Error>,
+        ranks: Option<u32>,
+    ) -> Option<harness::Outcome> {
+        let first_check = self.report.checks.len();
+        let mut outcome = match ran {
             Ok(o) => o,
             Err(e) => {
                 self.report.checks.push(Check::fail(
