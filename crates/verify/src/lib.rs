@@ -16,6 +16,7 @@ pub mod interpreter;
 pub mod isolate;
 pub mod launch;
 mod msprobe;
+pub mod outcome;
 pub mod output;
 mod parity;
 mod parity_session;
