@@ -141,13 +141,12 @@ fn sh_quote(word: &str) -> String {
 
 /// `python`, `python3` and `torchrun` scripts that start the harness in shim mode.
 fn write_shims(
-    dir: &Path,
+    dir: PathBuf,
     base: &Path,
     interpreter: &Interpreter,
     request: &Path,
 ) -> Result<PathBuf, Error> {
     use std::os::unix::fs::PermissionsExt;
-    let dir = dir.to_owned();
     let mut python: Vec<String> = vec![sh_quote(&interpreter.program.to_string_lossy())];
     python.extend(
         interpreter
@@ -216,7 +215,7 @@ pub fn run(
 
     let (program, args, path_env) = if let Some(words) = shell {
         let shims = write_shims(
-            &base.join(format!("shim-{stem}")),
+            base.join(format!("shim-{stem}")),
             base,
             interpreter,
             &request_path,

@@ -3,6 +3,7 @@
 //! one hunk reverted in a text, and a copy of the project to run with a hunk reverted (the user's
 //! tree is never written).
 
+use patch_assets::summary::git::{EMPTY_TREE, detect_base};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -65,7 +66,7 @@ fn git(project: &Path, args: &[&str]) -> Result<String, String> {
 pub fn base(project: &Path) -> Result<(String, String), String> {
     git(project, &["rev-parse", "--is-inside-work-tree"])
         .map_err(|e| format!("{} is not in a git repository ({e})", project.display()))?;
-    let (base, why) = patch_assets::summary::git::detect_base(project);
+    let (base, why) = detect_base(project);
     // A port that began with the repository's first commit has the empty tree as its base, and
     // undoing a whole file deletes it: the working tree's changes are what can be undone.
     if base == EMPTY_TREE
@@ -80,9 +81,6 @@ pub fn base(project: &Path) -> Result<(String, String), String> {
     }
     Ok((base, why))
 }
-
-/// Git's empty tree: the base of a port that began with the repository's first commit.
-const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// The base for `--reference-rev REV`: the port's own changes are what separates the working tree
 /// from the revision the reference ran, whatever the history says the port started from.

@@ -6,7 +6,7 @@ use crate::cli::ReferenceDevice;
 use crate::hunks;
 use crate::parity_why::{self, Effect, Kind, Place};
 use crate::report::{Check, Status};
-use crate::session::Session;
+use crate::session::{PairedRun, Session};
 use serde_json::{Value, json};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -190,21 +190,20 @@ impl Session<'_> {
                 "batches_in": batches_file.is_file().then(|| batches_file.display().to_string()),
             });
             let [noise, port] = self.harness_pair(
+                "parity",
                 [
-                    (
-                        "parity",
-                        "parity-noise",
-                        reference_request,
-                        reference_root,
-                        false,
-                    ),
-                    (
-                        "parity",
-                        "parity-port",
-                        port_request.clone(),
-                        self.root.clone(),
+                    PairedRun {
+                        files: "parity-noise",
+                        request: reference_request,
+                        cwd: reference_root,
+                        emulated: false,
+                    },
+                    PairedRun {
+                        files: "parity-port",
+                        request: port_request.clone(),
+                        cwd: self.root.clone(),
                         emulated,
-                    ),
+                    },
                 ],
                 shell,
             );

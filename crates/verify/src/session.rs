@@ -228,39 +228,33 @@ impl Session<'_> {
         self.finish(mode, ran, ranks)
     }
 
-    /// Two runs at once, neither distributed: each `(mode, files, request, cwd, emulated)` with
-    /// the environment of a parity run (`emulated` as for [`Self::parity_run`]), then reported in
-    /// order as [`Self::harness`] reports one. Each has its own files in the workspace (`files`).
+    /// Two runs of `mode` at once, neither distributed, each with the environment of a parity run
+    /// ([`PairedRun::emulated`]); then reported in order, as [`Self::harness`] reports one.
     pub(crate) fn harness_pair(
         &mut self,
-        runs: [(&str, &str, serde_json::Value, PathBuf, bool); 2],
+        mode: &str,
+        runs: [PairedRun; 2],
         shell: Option<&[String]>,
     ) -> [Option<harness::Outcome>; 2] {
-        let saved = self.parity_env;
-        let envs: Vec<_> = runs
-            .iter()
-            .map(|run| {
-                self.announce(run.0);
-                self.parity_env = Some(run.4);
-                let root = std::mem::replace(&mut self.root, run.3.clone());
-                let env = self.env(None);
-                self.root = root;
-                env
-            })
-            .collect();
-        self.parity_env = saved;
+        let saved = (self.parity_env, self.root.clone());
+        let envs = runs.each_ref().map(|run| {
+            self.announce(mode);
+            self.parity_env = Some(run.emulated);
+            self.root.clone_from(&run.cwd);
+            self.env(None)
+        });
+        (self.parity_env, self.root) = saved;
         let timeout = self.timeout();
         let (workspace, interpreter) = (&self.workspace, &self.interpreter);
-        let [first, second] = runs;
-        let job = |run: &(&'_ str, &'_ str, serde_json::Value, PathBuf, bool), env| {
+        let job = |run: PairedRun, env: &[(String, OsString)]| {
             harness::run(
                 workspace,
                 interpreter,
                 harness::Job {
-                    mode: run.0,
-                    files: Some(run.1),
-                    request: run.2.clone(),
-                    cwd: &run.3,
+                    mode,
+                    files: Some(run.files),
+                    request: run.request,
+                    cwd: &run.cwd,
                     env,
                     timeout,
                     shell,
@@ -268,18 +262,17 @@ impl Session<'_> {
                 },
             )
         };
-        let (ran_first, ran_second) = std::thread::scope(|scope| {
-            let other = scope.spawn(|| job(&second, &envs[1]));
-            let here = job(&first, &envs[0]);
+        let [first, second] = runs;
+        let [first_env, second_env] = &envs;
+        let ran = std::thread::scope(|scope| {
+            let other = scope.spawn(|| job(second, second_env));
+            let here = job(first, first_env);
             let there = other
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-            (here, there)
+            [here, there]
         });
-        [
-            self.finish(first.0, ran_first, None),
-            self.finish(second.0, ran_second, None),
-        ]
+        ran.map(|ran| self.finish(mode, ran, None))
     }
 
     fn announce(&self, mode: &str) {
@@ -680,4 +673,16 @@ impl Session<'_> {
             );
         }
     }
+}
+
+/// One of the two runs of [`Session::harness_pair`].
+pub(crate) struct PairedRun {
+    /// The stem of its files in the workspace (two runs of one mode at once need their own).
+    pub files: &'static str,
+    pub request: serde_json::Value,
+    /// Where it runs; also the project whose `migrate_to_cloudrobo/` its environment names.
+    pub cwd: PathBuf,
+    /// The port's environment on the emulated npu (true) or the CPU reference's (false), as for
+    /// [`Session::parity_run`].
+    pub emulated: bool,
 }

@@ -9,7 +9,8 @@ use std::path::Path;
 use std::process::Command;
 
 /// git's well-known id of the empty tree: the base when the repository has no commit yet.
-const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+/// Git's empty tree: the base when the port began with the repository's first commit.
+pub const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
 
 /// Files the tools write while porting; they are records, not code changes.
 const RECORDS: [&str; 5] = [
