@@ -1,8 +1,9 @@
 //! `cargo xtask bench parity`: what `npu-verify --parity --steps 3 --emulate-npu` costs against a
 //! plain `--pipeline --steps 3 --emulate-npu` run of the same program, as printed figures.
 //!
-//! Two programs: the demo's port (`assets/demo/tiny-vla-fixed`, `--config configs/train.yaml`) and
-//! the small diffusion policy of the parity tests (`crates/verify/tests/parity/train.py`), each in a
+//! Three programs: the demo's port (`assets/demo/tiny-vla-fixed`, `--config configs/train.yaml`),
+//! the small diffusion policy of the parity tests (`crates/verify/tests/parity/train.py`) and the
+//! public denoising-diffusion-pytorch 1D model of `parity_public_emulated.rs`, each in a
 //! fresh copy with `migrate_to_cloudrobo/` set up as the workflow's step 1 writes it. Goal: the
 //! parity run within 3x the pipeline run. Nothing is asserted: a benchmark prints figures.
 
@@ -31,6 +32,7 @@ struct Program {
     name: &'static str,
     root: PathBuf,
     args: Vec<String>,
+    env: Vec<(&'static str, &'static str)>,
 }
 
 fn copy_tree(from: &Path, to: &Path) -> Result<()> {
@@ -83,13 +85,43 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
             name: "demo tiny-vla-fixed",
             root: demo,
             args: vec!["--config".into(), "configs/train.yaml".into()],
+            env: Vec::new(),
         },
         Program {
             name: "diffusion policy (parity tests)",
             root: policy,
             args: vec!["--".into(), "python".into(), "train.py".into()],
+            env: Vec::new(),
+        },
+        Program {
+            name: "denoising-diffusion-pytorch 1D",
+            root: public_diffusion(&root, &assets, dir)?,
+            args: vec!["--".into(), "python".into(), "train.py".into()],
+            // The port that matches (the parity tests': float64 kept for the schedule).
+            env: vec![("NPU_PATCHES_DISABLE", "Float64To32")],
         },
     ])
+}
+
+/// denoising-diffusion-pytorch's `GaussianDiffusion1D` and `Unet1D` trained by the parity tests'
+/// loop (`tests/parity/public/ddpm1d_train.py`), as `parity_public_emulated.rs` sets it up.
+fn public_diffusion(root: &Path, assets: &Path, dir: &Path) -> Result<PathBuf> {
+    let public = crate::parity_public::ensure_all()?;
+    let project = dir.join("ddpm1d");
+    let package = project.join("denoising_diffusion_pytorch");
+    std::fs::create_dir_all(&package)?;
+    let source = public.join("denoising-diffusion-pytorch-2.3.4/denoising_diffusion_pytorch");
+    for file in ["denoising_diffusion_pytorch_1d.py", "version.py"] {
+        std::fs::copy(source.join(file), package.join(file))?;
+    }
+    std::fs::write(package.join("__init__.py"), "")?;
+    copy_tree(&public.join("einops-0.8.2/einops"), &project.join("einops"))?;
+    std::fs::copy(
+        root.join("crates/verify/tests/parity/public/ddpm1d_train.py"),
+        project.join("train.py"),
+    )?;
+    set_up_migrate(assets, &project)?;
+    Ok(project)
 }
 
 /// The fastest of `repeat` runs of `npu-verify <root> <mode…> <args…>`, in seconds, and the last
@@ -120,8 +152,11 @@ fn time(
         args.extend(mode.iter().map(|s| (*s).to_owned()));
         args.extend(program.args.iter().cloned());
         let started = Instant::now();
-        let out = duct::cmd(verify, &args)
-            .env_remove("ASCEND_RT_VISIBLE_DEVICES")
+        let mut cmd = duct::cmd(verify, &args).env_remove("ASCEND_RT_VISIBLE_DEVICES");
+        for (key, value) in &program.env {
+            cmd = cmd.env(key, value);
+        }
+        let out = cmd
             .stdout_null()
             .stderr_null()
             .unchecked()

@@ -17,6 +17,7 @@ mod corpus;
 mod dist;
 mod fix_check;
 mod matrix;
+mod parity_public;
 mod shipped;
 mod stress_exit;
 mod support_table;
@@ -63,6 +64,9 @@ enum Command {
     /// Download (cached, sha256-checked) the pinned torch-npu wheels of `torch-npu/wheels.json`
     /// and extract their Python sources; print each version and its directory.
     TorchNpu(torch_npu::Args),
+    /// Download (cached, sha256-checked) the public projects the `--parity` tests port and print
+    /// their directory (`export NPU_PATCHER_PARITY_PUBLIC=$(cargo xtask parity-public)`).
+    ParityPublic,
     /// Run the CPU tests of pinned public projects before and after `npu-scan --fix` and
     /// `--fix --unsafe-fixes`, and their fixed entry points on the emulated npu.
     FixCheck(fix_check::Args),
@@ -133,6 +137,10 @@ fn main() -> Result<()> {
         Command::Matrix(args) => run_matrix(&args),
         Command::TorchNpu(args) => torch_npu::run(&args),
         Command::Codegen(args) => codegen::run(&args),
+        Command::ParityPublic => {
+            println!("{}", parity_public::ensure_all()?.display());
+            Ok(())
+        }
         Command::StressExit(args) => stress_exit::run(&args),
         Command::FixCheck(args) => fix_check::run(&args),
         Command::Conformance(args) => std::process::exit(conformance::main(&args)),

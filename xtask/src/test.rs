@@ -103,10 +103,20 @@ pub fn run(args: &Args) -> Result<()> {
     steps.step("torch-npu wheels", wheels.is_ok(), t);
     let wheels = crate::torch_npu::cache_dir();
 
+    // The public projects the --parity tests port (pinned wheels and sdists, never committed).
+    let t = Instant::now();
+    let public = crate::parity_public::ensure_all();
+    if let Err(e) = &public {
+        eprintln!("xtask: error: {e:#}");
+    }
+    steps.step("parity test projects", public.is_ok(), t);
+    let public = crate::parity_public::cache_dir();
+
     let t = Instant::now();
     let cargo_test_ok = duct::cmd!(&cargo, "test", "--workspace", "--locked")
         .dir(&root)
         .env("NPU_PATCHER_TORCH_NPU_DIR", &wheels)
+        .env("NPU_PATCHER_PARITY_PUBLIC", &public)
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_PYTHON", &python)

@@ -19,7 +19,8 @@ pub fn python() -> PathBuf {
     PathBuf::from(py)
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+/// A copy of the tree `from` at `to`, without `__pycache__/` and `outputs/`.
+pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
