@@ -21,6 +21,7 @@ use foldhash::{HashMap, HashMapExt as _};
 mod locals;
 
 use locals::collect_assignments;
+pub(crate) use locals::evaluates_only;
 pub use locals::{Assignment, LocalFacts};
 
 /// What kind of scope a [`Scope`] is.
@@ -501,6 +502,7 @@ impl<'a> Semantic<'a> {
     pub fn push_function(
         &mut self,
         name: &str,
+        decorators: &[Expr],
         args: &ast::Arguments,
         body: &[Stmt],
         range: TextRange,
@@ -512,7 +514,9 @@ impl<'a> Semantic<'a> {
         let in_module_class = class.as_ref().is_some_and(|c| c.is_module);
         let is_forward = in_module_class && matches!(name, "forward" | "__call__");
         let lower = name.to_ascii_lowercase();
-        let is_training_step = is_training_step_name(&lower) && !locals::hands_training_over(body);
+        let is_training_step = is_training_step_name(&lower)
+            && !locals::hands_training_over(body)
+            && !locals::evaluates_only(name, decorators, body);
         let is_loss =
             lower.contains("loss") || (is_forward && class.as_ref().is_some_and(|c| c.is_loss));
         let params = args

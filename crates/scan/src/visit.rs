@@ -111,7 +111,7 @@ impl<'a> Walk<'a> {
         }
         self.cx
             .semantic
-            .push_function(name, args, body, stmt.range());
+            .push_function(name, decorators, args, body, stmt.range());
         self.visit_body(body);
         self.cx.semantic.pop_scope();
     }

@@ -463,6 +463,13 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
     if in_data_code(sem) || sem.in_device_code() {
         return false;
     }
+    // A constructor or builder (normalisation statistics computed once from the dataset) runs
+    // once, not every step.
+    if let Stmt::FunctionDef(f) = def
+        && analysis::is_setup_function(f.name.as_str(), &f.decorator_list)
+    {
+        return false;
+    }
     // A pull ends in `.numpy()`: most functions never spell it, which is cheaper to see than
     // to walk their bodies.
     if !cx.slice(def.range()).contains("numpy") {

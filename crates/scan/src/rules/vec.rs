@@ -79,8 +79,9 @@ impl Rule for PerElementLoop {
             if !retry {
                 reported.push(stmt);
             }
-            let first_sync = first_host_sync(stmt);
-            let sync = if first_sync.is_some() {
+            let first_sync = first_host_sync(sem, stmt);
+            // A `while` over a device condition already says it syncs every iteration.
+            let sync = if first_sync.is_some() && !retry {
                 " with a host sync (`.item()`/`.cpu()`/`.tolist()`) in every iteration"
             } else {
                 ""
@@ -160,7 +161,8 @@ impl Rule for PerElementLoop {
 
 /// The tests of `if` statements (and conditional expressions) among `stmts` that branch on a
 /// torch NaN/Inf check (`if torch.isnan(loss).any():`, `if not x.isfinite().all():`). A check
-/// behind a plain flag (`if self.debug and torch.isnan(x).any():`) is opt-in and not counted;
+/// behind a plain flag (`if self.debug and torch.isnan(x).any():`, or anywhere inside an `if flag:`
+/// block) is opt-in and not counted;
 /// numpy's and `math`'s checks run on host values.
 fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
     let is_check = |e: &Expr| {
@@ -182,6 +184,18 @@ fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
             .is_some_and(|first| !analysis::find_in_expr(first).into_iter().any(is_check)),
         _ => false,
     };
+    // The bodies of `if flag:` blocks (`if safe_merge:`, `if self.cfg.debug:`): a check
+    // anywhere inside one is opt-in too.
+    let opt_in: Vec<TextRange> = stmts
+        .iter()
+        .filter_map(|s| match s {
+            Stmt::If(i) if is_plain_flag(&i.test) => Some(TextRange::new(
+                i.body.first()?.start(),
+                i.body.last()?.end(),
+            )),
+            _ => None,
+        })
+        .collect();
     stmts
         .iter()
         .filter_map(|s| match s {
@@ -190,7 +204,20 @@ fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
         })
         .filter(|test| !guarded(test) && analysis::find_in_expr(test).into_iter().any(is_check))
         .map(|test| test.range())
+        .filter(|range| !opt_in.iter().any(|body| body.contains_range(*range)))
         .collect()
+}
+
+/// A plain flag: a name or attribute (`safe_merge`, `self.cfg.debug`), or `not` one.
+fn is_plain_flag(test: &Expr) -> bool {
+    match test {
+        Expr::Name(_) => true,
+        Expr::Attribute(a) => is_plain_flag(&a.value),
+        Expr::UnaryOp(u) if matches!(u.op, crate::source::ast::UnaryOp::Not) => {
+            is_plain_flag(&u.operand)
+        }
+        _ => false,
+    }
 }
 
 /// A free function named after the loss it computes (`masked_mse`, `weighted_l1`,
@@ -524,10 +551,14 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
             names_of(t, &mut targets);
             subscripted_names(t, &mut written);
         }
+        // Also through a name bound from it in this iteration (`out = self.cell(h, x[t])`, then
+        // `h = out["hidden"]`): the state goes round the loop all the same.
         let rebound = targets.iter().any(|name| {
             !loop_vars.contains(name)
-                && analysis::reads(&a.value, name)
-                && !is_accumulation(&a.value, name)
+                && ((analysis::reads(&a.value, name) && !is_accumulation(&a.value, name))
+                    || read_from(&all, name)
+                        .iter()
+                        .any(|d| analysis::reads(&a.value, d)))
                 && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
         });
         // A tensor or list written in place from what was read out of it in this iteration
@@ -693,8 +724,10 @@ fn reads_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, test: &Expr) -> 
     }
 }
 
-/// The first `.item()`/`.cpu()`/`.tolist()`/`.numpy()` call in the body of a loop.
-fn first_host_sync(stmt: &Stmt) -> Option<TextRange> {
+/// The first `.item()`/`.cpu()`/`.tolist()`/`.numpy()` call in the body of a loop, other than
+/// one on a tensor a torch factory just made on the host (`torch.rand(1).item()`: no device, no
+/// sync).
+fn first_host_sync(sem: &Semantic<'_>, stmt: &Stmt) -> Option<TextRange> {
     let body: &[Stmt] = match stmt {
         Stmt::For(f) => &f.body,
         Stmt::While(w) => &w.body,
@@ -702,9 +735,35 @@ fn first_host_sync(stmt: &Stmt) -> Option<TextRange> {
     };
     analysis::find(body, |e| {
         matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
-            if matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy")))
+            if matches!(a.attr.as_str(), "item" | "cpu" | "tolist" | "numpy")
+                && !is_host_factory(sem, &a.value)))
     })
     .iter()
     .map(|e| e.expr.range())
     .min_by_key(|r| r.start())
+}
+
+/// A call of a torch tensor factory without `device=` (`torch.rand(1)`, `torch.randint(0, 9, (1,))`):
+/// a tensor on the host (`torch.set_default_device` aside, which training code rarely calls).
+fn is_host_factory(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    const FACTORIES: &[&str] = &[
+        "torch.rand",
+        "torch.randn",
+        "torch.randint",
+        "torch.randperm",
+        "torch.zeros",
+        "torch.ones",
+        "torch.empty",
+        "torch.full",
+        "torch.arange",
+        "torch.linspace",
+    ];
+    let Expr::Call(c) = expr else {
+        return false;
+    };
+    sem.matches(&c.func, FACTORIES)
+        && !c
+            .keywords
+            .iter()
+            .any(|k| k.arg.as_ref().is_none_or(|a| a.as_str() == "device"))
 }

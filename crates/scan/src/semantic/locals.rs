@@ -187,3 +187,52 @@ pub(super) fn hands_training_over(body: &[Stmt]) -> bool {
         }
     })
 }
+
+/// A step-named function that only evaluates: it computes under `torch.no_grad()` or
+/// `torch.inference_mode()` (a `with` block or a decorator), runs no backward pass or optimizer
+/// step, binds no loss, and its name does not say it trains (an agent's `run_step` that drives
+/// the vehicle, a policy's `act_step`). Its host work goes to the robot or the simulator, not
+/// into a training step.
+pub(crate) fn evaluates_only(name: &str, decorators: &[Expr], body: &[Stmt]) -> bool {
+    let lower = name.to_ascii_lowercase();
+    if ["train", "learn", "update", "loss", "optim"]
+        .iter()
+        .any(|w| lower.contains(w))
+    {
+        return false;
+    }
+    let no_grad = |e: &Expr| {
+        let callee = match e {
+            Expr::Call(c) => c.func.as_ref(),
+            other => other,
+        };
+        crate::semantic::dotted(callee)
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| matches!(last, "no_grad" | "inference_mode"))
+    };
+    let (mut evaluates, mut trains) = (decorators.iter().any(no_grad), false);
+    crate::walk::try_each_expr(body, |e| {
+        match e {
+            Expr::Call(c) => {
+                evaluates |= no_grad(e);
+                if let Expr::Attribute(a) = c.func.as_ref() {
+                    let receiver = crate::semantic::dotted(&a.value).to_ascii_lowercase();
+                    trains |= matches!(a.attr.as_str(), "backward" | "manual_backward")
+                        || (a.attr.as_str() == "step"
+                            && (receiver.contains("optim") || receiver.contains("scaler")));
+                }
+            }
+            Expr::Name(n) if matches!(n.ctx, ast::ExprContext::Store) => {
+                trains |= n.id.as_str().to_ascii_lowercase().contains("loss");
+            }
+            _ => {}
+        }
+        if trains {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    });
+    evaluates && !trains
+}
