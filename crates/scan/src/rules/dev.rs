@@ -259,6 +259,9 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     if named_for_cuda_feature {
         return true;
     }
+    if names_renderer(expr) {
+        return true;
+    }
     let Some(Stmt::If(s)) = sem.current_stmt() else {
         return false;
     };
@@ -269,7 +272,46 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
         || gate::cuda_optimization(sem, &s.body)
         || only_precision_hints(sem, &s.body)
         || only_contiguous_copies(&s.body)
+        || only_rendering(&s.body)
         || crate::analysis::in_chain_testing_npu(sem)
+}
+
+/// Words that name a renderer's GPU rather than torch's device: the simulator's or the
+/// off-screen renderer's (`render_backend`, `EGL_DEVICE_ID`, `MUJOCO_GL`, `PYOPENGL_PLATFORM`).
+fn is_render_word(ident: &str) -> bool {
+    let lower = ident.to_ascii_lowercase();
+    lower.contains("render")
+        || lower.contains("egl")
+        || lower.contains("opengl")
+        || lower.contains("mujoco_gl")
+}
+
+/// The comparison is about a renderer's device (`render_backend[:4] == "cuda"`): the NPU
+/// renders nothing, so the CUDA branch is the renderer's choice, not the training device's.
+fn names_renderer(expr: &Expr) -> bool {
+    crate::analysis::find_in_expr(expr).iter().any(|e| match e {
+        Expr::Name(n) => is_render_word(n.id.as_str()),
+        Expr::Attribute(a) => is_render_word(a.attr.as_str()),
+        _ => false,
+    })
+}
+
+/// A branch that only configures rendering (`os.environ["MUJOCO_GL"] = "egl"`,
+/// `render_device = device.index`): it picks the GPU the simulator renders on, which the NPU
+/// does not replace.
+fn only_rendering(body: &[Stmt]) -> bool {
+    !body.is_empty()
+        && body.iter().all(|stmt| {
+            let all = crate::analysis::find(std::slice::from_ref(stmt), |_| true);
+            all.iter().any(|occ| match occ.expr {
+                Expr::Name(n) => is_render_word(n.id.as_str()),
+                Expr::Attribute(a) => is_render_word(a.attr.as_str()),
+                Expr::Constant(c) => {
+                    matches!(&c.value, ast::Constant::Str(s) if is_render_word(s))
+                }
+                _ => false,
+            })
+        })
 }
 
 /// A branch that only makes tensors contiguous (`q = q.contiguous()`): a workaround for a CUDA
