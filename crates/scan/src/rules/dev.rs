@@ -262,6 +262,12 @@ fn gates_cuda_only_path(sem: &Semantic<'_>, expr: &Expr) -> bool {
     if names_renderer(expr) {
         return true;
     }
+    // `render_gpu = device.index if device.type == "cuda" else 0`: the renderer's GPU.
+    if let Some(Stmt::Assign(a)) = sem.current_stmt()
+        && a.targets.iter().any(names_renderer)
+    {
+        return true;
+    }
     let Some(Stmt::If(s)) = sem.current_stmt() else {
         return false;
     };

@@ -340,10 +340,10 @@ fn is_library_module(
         .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))
 }
 
-/// A model file's `__main__` block that builds the file's modules and runs them on host tensors
-/// (a self-test or a demo): the block places nothing on a device, names no CUDA, calls no
-/// project function that does, and the file trains nothing. It runs on no accelerator, so it
-/// is no entry point to set up, whichever model file it is in.
+/// A model file's `__main__` block that builds modules and runs them on host tensors (a
+/// self-test or a demo): the block places nothing on a device, names no CUDA, calls no project
+/// function that does, and the file trains nothing. It runs on no accelerator, so it is no
+/// entry point to set up, whichever model file it is in.
 fn cpu_self_test(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -> bool {
     entry.kind == crate::project::EntryKind::MainGuard
         && !entry.trains_here
@@ -352,29 +352,51 @@ fn cpu_self_test(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) ->
 }
 
 /// The file's main block places work on an accelerator: as [`main_runs_on_device`], except that
-/// building and calling a module class of the same file counts only when that class names
-/// CUDA: its own `.to(device)` follows its parameters or inputs, which stay on the host here.
+/// building and calling a module class (of the same file or another project file) counts only
+/// when that class names CUDA: its own `.to(device)` follows its parameters or inputs, which
+/// stay on the host here.
 fn main_runs_on_accelerator(cx: &ProjectChecker<'_>, file: &str) -> bool {
-    let classes: BTreeSet<&str> = cx
-        .notes(file, MODULE_CLASS)
-        .iter()
-        .map(|c| c.note.as_str())
-        .collect();
-    let names_cuda = |class: &str| {
-        cx.notes(file, CUDA_SITE).iter().any(|site| {
-            site.symbol
-                .as_deref()
-                .is_some_and(|s| s == class || s.starts_with(&format!("{class}.")))
-        })
-    };
     !cx.notes(file, MAIN_DEVICE).is_empty()
         || cx
             .notes(file, MAIN_CALL)
             .iter()
-            .any(|call| match call.note.strip_prefix('.') {
-                Some(class) if classes.contains(class) => names_cuda(class),
-                _ => calls_device_work(cx, file, &call.note, CALL_DEPTH),
+            .any(|call| match module_class(cx, file, &call.note) {
+                Some((defined_in, class)) => names_cuda(cx, defined_in, class),
+                None => calls_device_work(cx, file, &call.note, CALL_DEPTH),
             })
+}
+
+/// The `nn.Module` class a call (a [`MAIN_CALL`] note made in `from_file`) builds, and the file
+/// that defines it.
+fn module_class<'c>(
+    cx: &'c ProjectChecker<'_>,
+    from_file: &'c str,
+    callee: &'c str,
+) -> Option<(&'c str, &'c str)> {
+    let (file, class) = match callee.strip_prefix('.') {
+        Some(local) => (from_file, local),
+        None => {
+            let (module, class) = callee.rsplit_once('.')?;
+            let import = crate::project::ImportFact {
+                candidates: vec![module.to_owned()],
+                line: 0,
+            };
+            (cx.project().resolve_import(from_file, &import)?, class)
+        }
+    };
+    cx.notes(file, MODULE_CLASS)
+        .iter()
+        .any(|c| c.note == class)
+        .then_some((file, class))
+}
+
+/// A CUDA site of `file` lies in `class` (one of its methods).
+fn names_cuda(cx: &ProjectChecker<'_>, file: &str, class: &str) -> bool {
+    cx.notes(file, CUDA_SITE).iter().any(|site| {
+        site.symbol
+            .as_deref()
+            .is_some_and(|s| s == class || s.starts_with(&format!("{class}.")))
+    })
 }
 
 /// The file's main block puts work on a device itself or through a project function it calls:
