@@ -373,16 +373,15 @@ fn module_class<'c>(
     from_file: &'c str,
     callee: &'c str,
 ) -> Option<(&'c str, &'c str)> {
-    let (file, class) = match callee.strip_prefix('.') {
-        Some(local) => (from_file, local),
-        None => {
-            let (module, class) = callee.rsplit_once('.')?;
-            let import = crate::project::ImportFact {
-                candidates: vec![module.to_owned()],
-                line: 0,
-            };
-            (cx.project().resolve_import(from_file, &import)?, class)
-        }
+    let (file, class) = if let Some(local) = callee.strip_prefix('.') {
+        (from_file, local)
+    } else {
+        let (module, class) = callee.rsplit_once('.')?;
+        let import = crate::project::ImportFact {
+            candidates: vec![module.to_owned()],
+            line: 0,
+        };
+        (cx.project().resolve_import(from_file, &import)?, class)
     };
     cx.notes(file, MODULE_CLASS)
         .iter()
