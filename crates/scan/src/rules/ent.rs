@@ -383,10 +383,14 @@ fn module_class<'c>(
         };
         (cx.project().resolve_import(from_file, &import)?, class)
     };
-    cx.notes(file, MODULE_CLASS)
-        .iter()
-        .any(|c| c.note == class)
-        .then_some((file, class))
+    let mut files = vec![file];
+    if file.ends_with("__init__.py") {
+        files.extend(cx.project().imports_of(file));
+    }
+    files
+        .into_iter()
+        .find(|f| cx.notes(f, MODULE_CLASS).iter().any(|c| c.note == class))
+        .map(|f| (f, class))
 }
 
 /// A CUDA site of `file` lies in `class` (one of its methods).
@@ -469,15 +473,25 @@ fn calls_device_work(cx: &ProjectChecker<'_>, from_file: &str, callee: &str, dep
                     .is_some_and(|rest| rest.starts_with('.'))
         })
     };
-    let works = cx.notes(file, DEVICE_USE).iter().any(|s| in_function(&s))
-        || cx.notes(file, CUDA_SITE).iter().any(|s| in_function(&s));
-    works
-        || cx
-            .notes(file, CALL)
-            .iter()
-            .filter(in_function)
-            .filter(|call| !(file == from_file && call.note.strip_prefix('.') == Some(function)))
-            .any(|call| calls_device_work(cx, file, &call.note, depth - 1))
+    // A package's `__init__.py` re-exports what its modules define (`from .experiment import
+    // Experiment`): `pkg.Experiment` is looked up in the modules it imports too.
+    let mut files = vec![file];
+    if file.ends_with("__init__.py") {
+        files.extend(cx.project().imports_of(file));
+    }
+    files.into_iter().any(|file| {
+        let works = cx.notes(file, DEVICE_USE).iter().any(|s| in_function(&s))
+            || cx.notes(file, CUDA_SITE).iter().any(|s| in_function(&s));
+        works
+            || cx
+                .notes(file, CALL)
+                .iter()
+                .filter(in_function)
+                .filter(|call| {
+                    !(file == from_file && call.note.strip_prefix('.') == Some(function))
+                })
+                .any(|call| calls_device_work(cx, file, &call.note, depth - 1))
+    })
 }
 
 /// The function a call names: its qualified name through imports, or `.name` for a bare name

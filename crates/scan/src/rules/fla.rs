@@ -113,6 +113,14 @@ impl Rule for CudaOnlyKernel {
                     None
                 }
             }
+            // `@torch.compile` without arguments: the decorator is the bare reference.
+            Expr::Attribute(_) | Expr::Name(_)
+                if usage::is_compile(cx.semantic(), expr)
+                    && is_decorator(cx.semantic(), expr)
+                    && !under_cuda_type_check(cx) =>
+            {
+                Some(usage::COMPILE.to_owned())
+            }
             Expr::Attribute(_) if usage::bnb_reference(cx.semantic(), expr) => {
                 // `try: Linear4bit = bnb.nn.Linear4bit except ImportError: Linear4bit = None`
                 let optional = under_availability_check(cx) || guarded_with_fallback(cx.semantic());
@@ -656,4 +664,15 @@ fn mentions_cu(expr: &Expr) -> bool {
     crate::analysis::find_in_expr(expr).iter().any(|e| {
         matches!(e, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if std::path::Path::new(s).extension().is_some_and(|e| e.eq_ignore_ascii_case("cu"))))
     })
+}
+
+/// `expr` is one of the decorators of the function being defined.
+fn is_decorator(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let decorators = match sem.current_stmt() {
+        Some(Stmt::FunctionDef(f)) => &f.decorator_list,
+        Some(Stmt::AsyncFunctionDef(f)) => &f.decorator_list,
+        Some(Stmt::ClassDef(c)) => &c.decorator_list,
+        _ => return false,
+    };
+    decorators.iter().any(|d| d.range() == expr.range())
 }
