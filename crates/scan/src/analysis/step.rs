@@ -66,17 +66,20 @@ pub fn in_update_code(sem: &Semantic<'_>) -> bool {
         Stmt::FunctionDef(d) => is_setup_function(d.name.as_str(), &d.decorator_list),
         _ => false,
     });
-    let evaluates = sem.stmts().iter().rev().find_map(|s| match s {
-        Stmt::FunctionDef(d) => Some(crate::semantic::evaluates_only(
-            d.name.as_str(),
-            &d.decorator_list,
-            &d.body,
-        )),
-        _ => None,
-    });
+    // Walked last: it reads the whole body.
+    let evaluates = || {
+        sem.stmts().iter().rev().find_map(|s| match s {
+            Stmt::FunctionDef(d) => Some(crate::semantic::evaluates_only(
+                d.name.as_str(),
+                &d.decorator_list,
+                &d.body,
+            )),
+            _ => None,
+        })
+    };
     !setup
-        && evaluates != Some(true)
         && (is_update_name(&f.name.to_ascii_lowercase()) || called_by_update(sem, &f.name))
+        && evaluates() != Some(true)
 }
 
 /// A private helper (`_one_hot_targets`) that an update method of the same class calls as
@@ -97,13 +100,13 @@ fn called_by_update(sem: &Semantic<'_>, name: &str) -> bool {
         };
         d.name.as_str() != name
             && is_update_name(&d.name.as_str().to_ascii_lowercase())
-            && !crate::semantic::evaluates_only(d.name.as_str(), &d.decorator_list, &d.body)
             && !find(&d.body, |e| {
                 matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
                     if a.attr.as_str() == name
                         && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")))
             })
             .is_empty()
+            && !crate::semantic::evaluates_only(d.name.as_str(), &d.decorator_list, &d.body)
     })
 }
 

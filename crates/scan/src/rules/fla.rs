@@ -115,8 +115,9 @@ impl Rule for CudaOnlyKernel {
             }
             // `@torch.compile` without arguments: the decorator is the bare reference.
             Expr::Attribute(_) | Expr::Name(_)
-                if usage::is_compile(cx.semantic(), expr)
+                if crate::analysis::last_name_of(expr) == "compile"
                     && is_decorator(cx.semantic(), expr)
+                    && usage::is_compile(cx.semantic(), expr)
                     && !under_cuda_type_check(cx) =>
             {
                 Some(usage::COMPILE.to_owned())

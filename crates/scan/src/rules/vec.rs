@@ -555,11 +555,11 @@ fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         // `h = out["hidden"]`): the state goes round the loop all the same.
         let rebound = targets.iter().any(|name| {
             !loop_vars.contains(name)
+                && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
                 && ((analysis::reads(&a.value, name) && !is_accumulation(&a.value, name))
                     || read_from(&all, name)
                         .iter()
                         .any(|d| analysis::reads(&a.value, d)))
-                && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
         });
         // A tensor or list written in place from what was read out of it in this iteration
         // (`h_prev = h[layer]` ... `h[layer] = cell(x, h_prev)`).
