@@ -96,6 +96,9 @@ impl Rule for EntryWithoutNpu {
             }
             cx.note(DEVICE_USE, expr.range(), "");
         }
+        // A call of a parameter whose default is a project class or function
+        // (`experiment_type=amago.Experiment` … `experiment_type(...)`) calls that default.
+        let qualified = qualified.or_else(|| parameter_default(cx.semantic(), call));
         if let Some(callee) = callee(call, qualified) {
             if in_main {
                 cx.note(MAIN_CALL, expr.range(), callee.clone());
@@ -492,6 +495,30 @@ fn calls_device_work(cx: &ProjectChecker<'_>, from_file: &str, callee: &str, dep
                 })
                 .any(|call| calls_device_work(cx, file, &call.note, depth - 1))
     })
+}
+
+/// For a call of a bare name that is a parameter of the enclosing function, the qualified name
+/// of that parameter's default (a class or function reference), if it has one.
+fn parameter_default(sem: &Semantic<'_>, call: &ast::ExprCall) -> Option<String> {
+    let Expr::Name(name) = call.func.as_ref() else {
+        return None;
+    };
+    let args = sem.stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(f) => Some(&f.args),
+        Stmt::AsyncFunctionDef(f) => Some(&f.args),
+        _ => None,
+    })?;
+    let default = args
+        .posonlyargs
+        .iter()
+        .chain(&args.args)
+        .chain(&args.kwonlyargs)
+        .find(|a| a.def.arg.as_str() == name.id.as_str())?
+        .default
+        .as_deref()?;
+    matches!(default, Expr::Name(_) | Expr::Attribute(_))
+        .then(|| sem.resolve(default))
+        .flatten()
 }
 
 /// The function a call names: its qualified name through imports, or `.name` for a bare name
