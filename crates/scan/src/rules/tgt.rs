@@ -69,13 +69,26 @@ impl Rule for HostTargets {
             script_loop = true;
         }
         // Inference and rollouts hand their results to the robot or the environment anyway.
-        let training = !in_data_code(sem) && !analysis::in_inference_code(sem) && {
+        // A function defined inside a rollout (a helper that stacks the environments'
+        // observations) runs in that rollout.
+        let is_rollout = |range: crate::source::TextRange, body: &[Stmt]| {
             // The text test spares the walk in the many functions that touch no environment.
-            let text = cx.slice(def.range());
-            !((text.contains(".step(") || text.contains(".reset("))
+            let text = cx.slice(range);
+            (text.contains(".step(") || text.contains(".reset("))
                 && text.contains("env")
-                && analysis::is_rollout(func.body))
+                && analysis::is_rollout(body)
         };
+        let training = !in_data_code(sem)
+            && !analysis::in_inference_code(sem)
+            && !is_rollout(def.range(), func.body)
+            && !sem.stmts().iter().any(|s| match s {
+                Stmt::FunctionDef(f)
+                    if f.range != def.range() && f.range.contains_range(def.range()) =>
+                {
+                    is_rollout(f.range, &f.body)
+                }
+                _ => false,
+            });
         // A method handed a data loader runs the evaluation loop itself, not one step of it.
         let loops_data = sem
             .current_function()
