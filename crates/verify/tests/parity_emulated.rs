@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{check, set_up_migrate, verify_json};
+use common::{check, parity, set_up_migrate, verify_json};
 use std::path::{Path, PathBuf};
 
 fn project(dir: &Path) -> PathBuf {
@@ -17,27 +17,6 @@ fn project(dir: &Path) -> PathBuf {
     std::fs::copy(program, root.join("train.py")).unwrap();
     set_up_migrate(&root);
     root
-}
-
-fn parity(
-    root: &Path,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> (Option<i32>, serde_json::Value, String) {
-    let args = [
-        &[
-            "--parity",
-            "--steps",
-            "3",
-            "--emulate-npu",
-            "--timeout",
-            "300",
-        ],
-        extra,
-        &["--", "python", "train.py"],
-    ]
-    .concat();
-    verify_json(root, &args, env)
 }
 
 /// The first divergence's module, direction and step.

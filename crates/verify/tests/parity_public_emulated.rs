@@ -10,9 +10,8 @@
 
 mod common;
 
-use common::{check, copy_tree, set_up_migrate, verify_json};
+use common::{check, copy_tree, git, parity, set_up_migrate};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// The extracted distribution `name` (`<name>-<version>` under `NPU_PATCHER_PARITY_PUBLIC`).
 fn public(name: &str) -> PathBuf {
@@ -80,44 +79,12 @@ fn navit(dir: &Path) -> PathBuf {
 const UNET_1D: &str = "denoising_diffusion_pytorch/denoising_diffusion_pytorch_1d.py";
 const NA_VIT: &str = "vit_pytorch/na_vit.py";
 
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
-}
-
 /// Replace the one occurrence of `old` in the project's `file` (the port's change).
 fn edit(root: &Path, file: &str, old: &str, new: &str) {
     let path = root.join(file);
     let text = std::fs::read_to_string(&path).unwrap();
     assert_eq!(text.matches(old).count(), 1, "{file}: {old:?}");
     std::fs::write(&path, text.replacen(old, new, 1)).unwrap();
-}
-
-fn parity(
-    root: &Path,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> (Option<i32>, serde_json::Value, String) {
-    let args = [
-        &[
-            "--parity",
-            "--steps",
-            "3",
-            "--emulate-npu",
-            "--timeout",
-            "300",
-        ],
-        extra,
-        &["--", "python", "train.py"],
-    ]
-    .concat();
-    verify_json(root, &args, env)
 }
 
 /// The first divergence's module, direction and step, and the modules check's detail.

@@ -5,9 +5,8 @@
 
 mod common;
 
-use common::{check, set_up_migrate, verify_json};
+use common::{check, git, parity, set_up_migrate};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn project(dir: &Path) -> PathBuf {
     let root = dir.join("policy");
@@ -16,34 +15,6 @@ fn project(dir: &Path) -> PathBuf {
     std::fs::copy(program, root.join("train.py")).unwrap();
     set_up_migrate(&root);
     root
-}
-
-fn parity(root: &Path, extra: &[&str]) -> (Option<i32>, serde_json::Value, String) {
-    let args = [
-        &[
-            "--parity",
-            "--steps",
-            "3",
-            "--emulate-npu",
-            "--timeout",
-            "300",
-        ],
-        extra,
-        &["--", "python", "train.py"],
-    ]
-    .concat();
-    verify_json(root, &args, &[])
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 #[test]
@@ -63,10 +34,11 @@ fn the_reference_can_be_the_program_before_the_port() {
     assert_ne!(edited, text);
     std::fs::write(root.join("train.py"), &edited).unwrap();
 
-    let (code, report, stderr) = parity(&root, &["--why-runs", "0"]);
+    let (code, report, stderr) = parity(&root, &["--why-runs", "0"], &[]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
 
-    let (code, report, stderr) = parity(&root, &["--reference-rev", "HEAD", "--why-runs", "1"]);
+    let (code, report, stderr) =
+        parity(&root, &["--reference-rev", "HEAD", "--why-runs", "1"], &[]);
     assert_eq!(code, Some(1), "{report:#}\n{stderr}");
     assert_eq!(check(&report, "parity.reference_rev")["status"], "pass");
     assert_eq!(
@@ -78,7 +50,7 @@ fn the_reference_can_be_the_program_before_the_port() {
     let why = check(&report, "parity.why");
     assert_eq!(why["data"]["cause"]["kind"], "hunk", "{why:#}");
 
-    let (code, report, stderr) = parity(&root, &["--reference-rev", "no-such-rev"]);
+    let (code, report, stderr) = parity(&root, &["--reference-rev", "no-such-rev"], &[]);
     assert_eq!(code, Some(2), "{report:#}\n{stderr}");
     assert!(
         check(&report, "parity.align")["detail"]
@@ -93,7 +65,7 @@ fn the_reference_can_be_the_program_before_the_port() {
 fn a_cuda_reference_without_a_cuda_gpu_cannot_be_aligned() {
     let dir = tempfile::tempdir().unwrap();
     let root = project(dir.path());
-    let (code, report, stderr) = parity(&root, &["--reference-device", "cuda"]);
+    let (code, report, stderr) = parity(&root, &["--reference-device", "cuda"], &[]);
     assert_eq!(code, Some(2), "{report:#}\n{stderr}");
     let align = check(&report, "parity.align");
     assert!(

@@ -6,9 +6,8 @@
 
 mod common;
 
-use common::{check, set_up_migrate, verify_json};
+use common::{check, git, parity, set_up_migrate};
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn project(dir: &Path) -> PathBuf {
     let root = dir.join("policy");
@@ -17,38 +16,6 @@ fn project(dir: &Path) -> PathBuf {
     std::fs::copy(program, root.join("train.py")).unwrap();
     set_up_migrate(&root);
     root
-}
-
-fn parity(
-    root: &Path,
-    extra: &[&str],
-    env: &[(&str, &str)],
-) -> (Option<i32>, serde_json::Value, String) {
-    let args = [
-        &[
-            "--parity",
-            "--steps",
-            "3",
-            "--emulate-npu",
-            "--timeout",
-            "300",
-        ],
-        extra,
-        &["--", "python", "train.py"],
-    ]
-    .concat();
-    verify_json(root, &args, env)
-}
-
-fn git(root: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "git {args:?}: {out:?}");
 }
 
 /// The 1-based line of `train.py` that contains `needle`.

@@ -295,11 +295,18 @@ fn is_render_word(ident: &str) -> bool {
 /// The comparison is about a renderer's device (`render_backend[:4] == "cuda"`): the NPU
 /// renders nothing, so the CUDA branch is the renderer's choice, not the training device's.
 fn names_renderer(expr: &Expr) -> bool {
-    crate::analysis::find_in_expr(expr).iter().any(|e| match e {
+    crate::analysis::find_in_expr(expr)
+        .iter()
+        .any(|e| is_render_name(e))
+}
+
+/// A name or attribute with a renderer's word in it.
+fn is_render_name(e: &Expr) -> bool {
+    match e {
         Expr::Name(n) => is_render_word(n.id.as_str()),
         Expr::Attribute(a) => is_render_word(a.attr.as_str()),
         _ => false,
-    })
+    }
 }
 
 /// A branch that only configures rendering (`os.environ["MUJOCO_GL"] = "egl"`,
@@ -310,12 +317,10 @@ fn only_rendering(body: &[Stmt]) -> bool {
         && body.iter().all(|stmt| {
             let all = crate::analysis::find(std::slice::from_ref(stmt), |_| true);
             all.iter().any(|occ| match occ.expr {
-                Expr::Name(n) => is_render_word(n.id.as_str()),
-                Expr::Attribute(a) => is_render_word(a.attr.as_str()),
                 Expr::Constant(c) => {
                     matches!(&c.value, ast::Constant::Str(s) if is_render_word(s))
                 }
-                _ => false,
+                e => is_render_name(e),
             })
         })
 }

@@ -386,14 +386,21 @@ fn module_class<'c>(
         };
         (cx.project().resolve_import(from_file, &import)?, class)
     };
+    with_reexports(cx, file)
+        .into_iter()
+        .find(|f| cx.notes(f, MODULE_CLASS).iter().any(|c| c.note == class))
+        .map(|f| (f, class))
+}
+
+/// `file` and, for a package's `__init__.py`, the modules it imports: an `__init__.py`
+/// re-exports what they define (`from .experiment import Experiment`), so `pkg.Experiment` is
+/// looked up there too.
+fn with_reexports<'c>(cx: &'c ProjectChecker<'_>, file: &'c str) -> Vec<&'c str> {
     let mut files = vec![file];
     if file.ends_with("__init__.py") {
         files.extend(cx.project().imports_of(file));
     }
     files
-        .into_iter()
-        .find(|f| cx.notes(f, MODULE_CLASS).iter().any(|c| c.note == class))
-        .map(|f| (f, class))
 }
 
 /// A CUDA site of `file` lies in `class` (one of its methods).
@@ -476,13 +483,7 @@ fn calls_device_work(cx: &ProjectChecker<'_>, from_file: &str, callee: &str, dep
                     .is_some_and(|rest| rest.starts_with('.'))
         })
     };
-    // A package's `__init__.py` re-exports what its modules define (`from .experiment import
-    // Experiment`): `pkg.Experiment` is looked up in the modules it imports too.
-    let mut files = vec![file];
-    if file.ends_with("__init__.py") {
-        files.extend(cx.project().imports_of(file));
-    }
-    files.into_iter().any(|file| {
+    with_reexports(cx, file).into_iter().any(|file| {
         let works = cx.notes(file, DEVICE_USE).iter().any(|s| in_function(&s))
             || cx.notes(file, CUDA_SITE).iter().any(|s| in_function(&s));
         works

@@ -144,3 +144,38 @@ pub fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::V
         .find(|c| c["name"] == name)
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
+
+/// `npu-verify <root> --parity --steps 3 --emulate-npu --timeout 300 <extra> -- python train.py`
+/// with `env` set, as [`verify_json`] runs it.
+pub fn parity(
+    root: &Path,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (Option<i32>, serde_json::Value, String) {
+    let args = [
+        &[
+            "--parity",
+            "--steps",
+            "3",
+            "--emulate-npu",
+            "--timeout",
+            "300",
+        ],
+        extra,
+        &["--", "python", "train.py"],
+    ]
+    .concat();
+    verify_json(root, &args, env)
+}
+
+/// `git -C root <args>` as a fixed test author; panics with git's output when it fails.
+pub fn git(root: &Path, args: &[&str]) {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(["-c", "user.name=t", "-c", "user.email=t@example.com"])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "git {args:?}: {out:?}");
+}
