@@ -48,6 +48,9 @@ pub enum EntryKind {
     LightningCli,
     /// `@draccus.wrap()`
     Draccus,
+    /// A guard-less script: device work at module level in a file no project file imports
+    /// (found by `P_ENT`, never recorded as a marker).
+    Script,
 }
 
 impl EntryKind {
@@ -59,6 +62,7 @@ impl EntryKind {
             EntryKind::Tyro => "tyro",
             EntryKind::LightningCli => "lightning-cli",
             EntryKind::Draccus => "draccus",
+            EntryKind::Script => "script",
         }
     }
 }
@@ -250,7 +254,8 @@ impl FactRecorder {
 
     /// Note where the NPU setup goes, for a file with an entry marker.
     pub(crate) fn module_end(&mut self, file: &SourceFile<'_>, body: &[Stmt]) {
-        if !self.facts.entry_markers.is_empty() {
+        // A file without a marker may still be a guard-less script (`P_ENT` decides).
+        if !self.facts.entry_markers.is_empty() || self.facts.uses_torch {
             self.facts.setup_point = Some(setup::setup_point(file, body));
         }
     }

@@ -41,6 +41,9 @@ const CALL: &str = "call";
 /// Device work and calls made in the file's own `if __name__ == "__main__":` block.
 const MAIN_DEVICE: &str = "main-device";
 const MAIN_CALL: &str = "main-call";
+/// Device work at module level, outside any function, class or main guard: the program of a
+/// guard-less script (`model.to(args.device)` or `Trainer(...).fit(...)` run on import).
+const SCRIPT_DEVICE: &str = "script-device";
 /// How many calls deep [`calls_device_work`] follows functions across files.
 const CALL_DEPTH: usize = 4;
 
@@ -72,6 +75,9 @@ impl Rule for EntryWithoutNpu {
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         let in_main = cx.semantic().in_main_guard() && cx.semantic().current_function().is_none();
+        let at_module_level = !cx.semantic().in_main_guard()
+            && cx.semantic().current_function().is_none()
+            && cx.semantic().current_class().is_none();
         if let Some(note) = cuda_site(cx.semantic(), expr) {
             // `.cuda()` is located at `.cuda`, after a receiver that may span lines.
             let range = match expr {
@@ -90,7 +96,13 @@ impl Rule for EntryWithoutNpu {
             return;
         };
         let qualified = cx.semantic().resolve(&call.func);
-        if is_device_use(cx.semantic(), call, qualified.as_deref()) {
+        let cuda_call =
+            matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "cuda");
+        let device_use = is_device_use(cx.semantic(), call, qualified.as_deref());
+        if at_module_level && (device_use || cuda_call) {
+            cx.note(SCRIPT_DEVICE, expr.range(), "");
+        }
+        if device_use {
             if in_main {
                 cx.note(MAIN_DEVICE, expr.range(), "");
             }
@@ -109,8 +121,7 @@ impl Rule for EntryWithoutNpu {
 
     fn project(&self, cx: &mut ProjectChecker<'_>) {
         let project = cx.project();
-        let entries = project.entry_points();
-        let entry_files: BTreeSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
+        let mut entries = project.entry_points();
         // Who imports each file (tests and packaging scripts aside), computed once.
         let mut importers: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
         for importer in project.files().keys() {
@@ -124,6 +135,8 @@ impl Rule for EntryWithoutNpu {
                     .push(importer.as_str());
             }
         }
+        entries.extend(script_entries(cx, &importers));
+        let entry_files: BTreeSet<&str> = entries.iter().map(|e| e.file.as_str()).collect();
         // The entry points reported below.
         let reported: Vec<&crate::project::EntryPoint> = entries
             .iter()
@@ -194,12 +207,16 @@ impl Rule for EntryWithoutNpu {
                     n - e
                 ),
             };
+            let what = if entry.kind == crate::project::EntryKind::Script {
+                "guard-less script (its module-level code is the program)".to_owned()
+            } else {
+                format!("{} entry point", entry.kind.as_str())
+            };
             let message = format!(
-                "this {} entry point runs torch code but never imports torch_npu or applies \
+                "this {what} runs torch code but never imports torch_npu or applies \
                  transfer_to_npu or the runtime patcher, so the program will not use the NPU; add the \
                  NPU setup at the top of this file (see P_ENT.md){covers}; a program that never \
-                 runs on an accelerator (a data tool, a CPU-only demo) needs none",
-                entry.kind.as_str()
+                 runs on an accelerator (a data tool, a CPU-only demo) needs none"
             );
             let site =
                 decorator_site(cx, entry).unwrap_or_else(|| ProjectChecker::entry_site(entry));
@@ -231,6 +248,60 @@ impl Rule for EntryWithoutNpu {
         }
         report_unreached_sites(cx, &entries, &covered);
     }
+}
+
+/// `file` sits in a package (its directory has an `__init__.py`): a module, not a script.
+fn in_package(project: &crate::project::Project, file: &str) -> bool {
+    file.rsplit_once('/')
+        .is_some_and(|(dir, _)| project.file(&format!("{dir}/__init__.py")).is_some())
+}
+
+/// Guard-less scripts: project files outside any package, with no entry marker, that run
+/// device work at module level (outside any function, class or main guard) and that no other
+/// project file imports, so running the file is what starts the program. Each is an entry point anchored at its first
+/// such line.
+fn script_entries(
+    cx: &ProjectChecker<'_>,
+    importers: &BTreeMap<&str, Vec<&str>>,
+) -> Vec<crate::project::EntryPoint> {
+    let project = cx.project();
+    let mut out = Vec::new();
+    for (file, facts) in project.files() {
+        if !facts.entry_markers.is_empty()
+            || is_test_or_setup(file)
+            || in_package(project, file)
+            || importers.get(file.as_str()).is_some_and(|i| i.iter().any(|f| f != file))
+        {
+            continue;
+        }
+        let Some(first) = cx.notes(file, SCRIPT_DEVICE).first() else {
+            continue;
+        };
+        let reached: Vec<&crate::facts::FileFacts> = project
+            .reachable(file)
+            .into_iter()
+            .filter_map(|f| project.file(f))
+            .collect();
+        let trains = reached.iter().any(|f| f.trains)
+            || (reached.iter().any(|f| f.builds_optimizer) && reached.iter().any(|f| f.steps));
+        out.push(crate::project::EntryPoint {
+            file: file.clone(),
+            line: first.line,
+            column: first.column,
+            kind: crate::project::EntryKind::Script,
+            kinds: vec![crate::project::EntryKind::Script],
+            function: None,
+            uses_torch: reached.iter().any(|f| f.uses_torch),
+            sets_up_npu: reached.iter().any(|f| f.sets_up_npu),
+            sets_up_npu_here: facts.sets_up_npu,
+            trains,
+            trains_here: facts.trains,
+            config: facts.config.clone(),
+            snippet: first.snippet.clone(),
+            symbol: None,
+        });
+    }
+    out
 }
 
 /// CUDA sites that no reported entry point covers, in code that no entry point setting up the
@@ -334,10 +405,7 @@ fn is_library_module(
     entry_files: &BTreeSet<&str>,
 ) -> bool {
     let project = cx.project();
-    let in_package = file
-        .rsplit_once('/')
-        .is_some_and(|(dir, _)| project.file(&format!("{dir}/__init__.py")).is_some());
-    let defines_modules = in_package || !cx.notes(file, MODULE_CLASS).is_empty();
+    let defines_modules = in_package(project, file) || !cx.notes(file, MODULE_CLASS).is_empty();
     imported_by
         .iter()
         .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))
