@@ -531,10 +531,13 @@ fn numpy_float64(
                 return Some(kind);
             }
             // `np.exp(-k * np.arange(n))`: a float function of float64 or integer arrays.
+            // `np.log(init_temperature)`: of a Python number the result is a numpy float64.
             if NUMPY_FLOAT_UFUNCS.contains(&q.as_str()) {
                 return c.args.first().and_then(|a| {
-                    numpy_float64(sem, func, a, depth + 1)
-                        .or_else(|| scaled_numpy_ints(sem, a).then_some(NumpyF64::Default))
+                    numpy_float64(sem, func, a, depth + 1).or_else(|| {
+                        (scaled_numpy_ints(sem, a) || python_number(func, a))
+                            .then_some(NumpyF64::Default)
+                    })
                 });
             }
             let dtype = c
@@ -657,6 +660,31 @@ fn scaled_numpy_ints(sem: &Semantic<'_>, expr: &Expr) -> bool {
     };
     matches!(b.op, ast::Operator::Div)
         || (matches!(b.op, ast::Operator::Mult) && !int_literal(other))
+}
+
+/// A Python number: a numeric literal, a parameter whose default is one or that is annotated
+/// `float`/`int`, or a hyperparameter read from the run's settings (`args.init_temperature`,
+/// `cfg.lr`).
+fn python_number(func: Option<&Function<'_>>, expr: &Expr) -> bool {
+    let numeric = |e: &Expr| {
+        matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Float(_) | ast::Constant::Int(_)))
+    };
+    match expr {
+        Expr::Constant(_) => numeric(expr),
+        Expr::UnaryOp(u) => python_number(func, &u.operand),
+        Expr::Name(n) => func.is_some_and(|f| {
+            let name = n.id.as_str();
+            f.is_param(name)
+                && f.assigned(name).is_empty()
+                && (f.param_default(name).is_some_and(numeric)
+                    || f.param_annotation(name).is_some_and(|a| {
+                        matches!(a, Expr::Name(t) if matches!(t.id.as_str(), "float" | "int"))
+                    }))
+        }),
+        Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(n)
+            if matches!(n.id.as_str(), "args" | "cfg" | "config" | "opt" | "hparams" | "hp")),
+        _ => false,
+    }
 }
 
 /// A list or tuple literal of Python numbers that are not all integers (`[score]`,
