@@ -270,7 +270,9 @@ fn script_entries(
         if !facts.entry_markers.is_empty()
             || is_test_or_setup(file)
             || in_package(project, file)
-            || importers.get(file.as_str()).is_some_and(|i| i.iter().any(|f| f != file))
+            || importers
+                .get(file.as_str())
+                .is_some_and(|i| i.iter().any(|f| f != file))
         {
             continue;
         }

@@ -666,9 +666,7 @@ fn scaled_numpy_ints(sem: &Semantic<'_>, expr: &Expr) -> bool {
 /// `float`/`int`, or a hyperparameter read from the run's settings (`args.init_temperature`,
 /// `cfg.lr`).
 fn python_number(func: Option<&Function<'_>>, expr: &Expr) -> bool {
-    let numeric = |e: &Expr| {
-        matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Float(_) | ast::Constant::Int(_)))
-    };
+    let numeric = |e: &Expr| matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Float(_) | ast::Constant::Int(_)));
     match expr {
         Expr::Constant(_) => numeric(expr),
         Expr::UnaryOp(u) => python_number(func, &u.operand),
@@ -677,9 +675,9 @@ fn python_number(func: Option<&Function<'_>>, expr: &Expr) -> bool {
             f.is_param(name)
                 && f.assigned(name).is_empty()
                 && (f.param_default(name).is_some_and(numeric)
-                    || f.param_annotation(name).is_some_and(|a| {
-                        matches!(a, Expr::Name(t) if matches!(t.id.as_str(), "float" | "int"))
-                    }))
+                    || f.param_annotation(name).is_some_and(
+                        |a| matches!(a, Expr::Name(t) if matches!(t.id.as_str(), "float" | "int")),
+                    ))
         }),
         Expr::Attribute(a) => matches!(a.value.as_ref(), Expr::Name(n)
             if matches!(n.id.as_str(), "args" | "cfg" | "config" | "opt" | "hparams" | "hp")),
