@@ -252,7 +252,8 @@ impl FactRecorder {
         }
     }
 
-    /// Note where the NPU setup goes, for a file with an entry marker.
+    /// Note where the NPU setup goes, for a file with an entry marker or one using torch (a
+    /// guard-less script).
     pub(crate) fn module_end(&mut self, file: &SourceFile<'_>, body: &[Stmt]) {
         // A file without a marker may still be a guard-less script (`P_ENT` decides).
         if !self.facts.entry_markers.is_empty() || self.facts.uses_torch {

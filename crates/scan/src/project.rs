@@ -248,11 +248,6 @@ impl Project {
             let mut kinds: Vec<EntryKind> = facts.entry_markers.iter().map(|m| m.kind).collect();
             kinds.sort_unstable();
             kinds.dedup();
-            let kind = kinds
-                .iter()
-                .copied()
-                .find(|k| *k != EntryKind::MainGuard)
-                .unwrap_or(EntryKind::MainGuard);
             // Anchor at the main guard when there is one: it is where setup code goes.
             let anchor = facts
                 .entry_markers
@@ -260,36 +255,63 @@ impl Project {
                 .find(|m| m.kind == EntryKind::MainGuard)
                 .unwrap_or(&facts.entry_markers[0]);
             let function = facts.entry_markers.iter().find_map(|m| m.function.clone());
-            let reach = self.reached(i);
-            let reached = || {
-                self.files
-                    .values()
-                    .zip(&reach)
-                    .filter_map(|(f, &r)| r.then_some(f))
-            };
-            let uses_torch = reached().any(|f| f.uses_torch);
-            let sets_up_npu = reached().any(|f| f.sets_up_npu);
-            // One file may build the optimizer and another step it (a trainer module).
-            let trains = reached().any(|f| f.trains)
-                || (reached().any(|f| f.builds_optimizer) && reached().any(|f| f.steps));
-            out.push(EntryPoint {
-                file: path.clone(),
-                line: anchor.site.line,
-                column: anchor.site.column,
-                kind,
-                kinds,
-                function,
-                uses_torch,
-                sets_up_npu,
-                sets_up_npu_here: facts.sets_up_npu,
-                trains,
-                trains_here: facts.trains,
-                config: facts.config.clone(),
-                snippet: anchor.site.snippet.clone(),
-                symbol: anchor.site.symbol.clone(),
-            });
+            out.push(self.entry_point(i, path, facts, kinds, function, &anchor.site));
         }
         out
+    }
+
+    /// A guard-less script `file` as an entry point of kind [`EntryKind::Script`], anchored at
+    /// `site` (its first module-level device line).
+    pub fn script_entry(&self, file: &str, site: &Site) -> Option<EntryPoint> {
+        let &i = self.index.get(file)?;
+        let (path, facts) = self.files.get_key_value(file)?;
+        Some(self.entry_point(i, path, facts, vec![EntryKind::Script], None, site))
+    }
+
+    /// The entry point of `path`, the `i`-th file, of `kinds` (sorted, deduplicated), anchored
+    /// at `anchor`: what the program it starts (the file and every file it reaches) does.
+    fn entry_point(
+        &self,
+        i: usize,
+        path: &str,
+        facts: &FileFacts,
+        kinds: Vec<EntryKind>,
+        function: Option<String>,
+        anchor: &Site,
+    ) -> EntryPoint {
+        let kind = kinds
+            .iter()
+            .copied()
+            .find(|k| *k != EntryKind::MainGuard)
+            .unwrap_or(EntryKind::MainGuard);
+        let reach = self.reached(i);
+        let reached = || {
+            self.files
+                .values()
+                .zip(&reach)
+                .filter_map(|(f, &r)| r.then_some(f))
+        };
+        let uses_torch = reached().any(|f| f.uses_torch);
+        let sets_up_npu = reached().any(|f| f.sets_up_npu);
+        // One file may build the optimizer and another step it (a trainer module).
+        let trains = reached().any(|f| f.trains)
+            || (reached().any(|f| f.builds_optimizer) && reached().any(|f| f.steps));
+        EntryPoint {
+            file: path.to_owned(),
+            line: anchor.line,
+            column: anchor.column,
+            kind,
+            kinds,
+            function,
+            uses_torch,
+            sets_up_npu,
+            sets_up_npu_here: facts.sets_up_npu,
+            trains,
+            trains_here: facts.trains,
+            config: facts.config.clone(),
+            snippet: anchor.snippet.clone(),
+            symbol: anchor.symbol.clone(),
+        }
     }
 
     /// Every call of the runtime patcher's builder, by file (sorted) then line.

@@ -75,9 +75,6 @@ impl Rule for EntryWithoutNpu {
 
     fn expr<'a>(&self, cx: &mut Checker<'a>, expr: &'a Expr) {
         let in_main = cx.semantic().in_main_guard() && cx.semantic().current_function().is_none();
-        let at_module_level = !cx.semantic().in_main_guard()
-            && cx.semantic().current_function().is_none()
-            && cx.semantic().current_class().is_none();
         if let Some(note) = cuda_site(cx.semantic(), expr) {
             // `.cuda()` is located at `.cuda`, after a receiver that may span lines.
             let range = match expr {
@@ -96,6 +93,9 @@ impl Rule for EntryWithoutNpu {
             return;
         };
         let qualified = cx.semantic().resolve(&call.func);
+        let at_module_level = !cx.semantic().in_main_guard()
+            && cx.semantic().current_function().is_none()
+            && cx.semantic().current_class().is_none();
         let cuda_call =
             matches!(call.func.as_ref(), Expr::Attribute(a) if a.attr.as_str() == "cuda");
         let device_use = is_device_use(cx.semantic(), call, qualified.as_deref());
@@ -258,8 +258,8 @@ fn in_package(project: &crate::project::Project, file: &str) -> bool {
 
 /// Guard-less scripts: project files outside any package, with no entry marker, that run
 /// device work at module level (outside any function, class or main guard) and that no other
-/// project file imports, so running the file is what starts the program. Each is an entry point anchored at its first
-/// such line.
+/// project file imports, so running the file is what starts the program. Each is an entry
+/// point anchored at its first such line.
 fn script_entries(
     cx: &ProjectChecker<'_>,
     importers: &BTreeMap<&str, Vec<&str>>,
@@ -279,29 +279,7 @@ fn script_entries(
         let Some(first) = cx.notes(file, SCRIPT_DEVICE).first() else {
             continue;
         };
-        let reached: Vec<&crate::facts::FileFacts> = project
-            .reachable(file)
-            .into_iter()
-            .filter_map(|f| project.file(f))
-            .collect();
-        let trains = reached.iter().any(|f| f.trains)
-            || (reached.iter().any(|f| f.builds_optimizer) && reached.iter().any(|f| f.steps));
-        out.push(crate::project::EntryPoint {
-            file: file.clone(),
-            line: first.line,
-            column: first.column,
-            kind: crate::project::EntryKind::Script,
-            kinds: vec![crate::project::EntryKind::Script],
-            function: None,
-            uses_torch: reached.iter().any(|f| f.uses_torch),
-            sets_up_npu: reached.iter().any(|f| f.sets_up_npu),
-            sets_up_npu_here: facts.sets_up_npu,
-            trains,
-            trains_here: facts.trains,
-            config: facts.config.clone(),
-            snippet: first.snippet.clone(),
-            symbol: None,
-        });
+        out.extend(project.script_entry(file, first));
     }
     out
 }
