@@ -6,7 +6,8 @@
 //! `main`/`finetune`). Every project function that a root calls, directly or through other
 //! functions, is step code too. Calls are resolved as far as the text allows: a bare name to
 //! a function nested in the caller, defined in the same file or imported by name from a
-//! project module; `self.name(...)` to the methods of the caller's class, its project bases
+//! project module; `module.name(...)` to the function of a module imported under that name
+//! (`import augmentations`, `import pkg.utils as utils`); `self.name(...)` to the methods of the caller's class, its project bases
 //! and subclasses; `obj.name(...)` to the one method of that name in the project when there
 //! is only one. Inference code and host-side classes stay out because no step reaches them.
 //!
@@ -609,14 +610,20 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                 }
             } else if indent == 0
                 && let Some(rest) = body.strip_prefix("import ")
-                && let Some((module, alias)) = rest.split_once(" as ")
-                && !module.contains(',')
             {
-                // `import pkg.utils as utils`: the alias names the module itself.
-                out.imports.insert(
-                    ident(alias.trim()).to_owned(),
-                    (module.trim().to_owned(), String::new()),
-                );
+                // `import pkg.utils as utils`: the alias names the module itself; so does the
+                // name of `import augmentations` (a dotted `import a.b` binds only `a`).
+                for part in rest.split(',') {
+                    let (module, alias) = match part.split_once(" as ") {
+                        Some((module, alias)) => (module.trim(), ident(alias.trim())),
+                        None if !part.contains('.') => (part.trim(), ident(part.trim())),
+                        None => continue,
+                    };
+                    if !alias.is_empty() {
+                        out.imports
+                            .insert(alias.to_owned(), (module.to_owned(), String::new()));
+                    }
+                }
             } else if indent == 0
                 && let Some(rest) = body.strip_prefix("from ")
                 && let Some((from, names)) = rest.split_once(" import ")

@@ -88,3 +88,23 @@ fn calls_through_a_module_alias_reach_its_functions() {
     assert!(g.reaches("pkg.utils.grid", "voxelize"));
     assert!(!g.reaches("pkg.utils.pc", "crop_all"));
 }
+
+/// `import augmentations` (and `import a, b as c`) binds a module name: a call through it
+/// reaches the module's function; a dotted `import pkg.aug` binds only `pkg`.
+#[test]
+fn a_plain_module_import_resolves_calls_through_the_module_name() {
+    let g = graph(&[
+        (
+            "src/algorithms/agent.py",
+            "import torch, augmentations\nimport pkg.noise\n\nclass Agent:\n    def update(self, obs):\n        obs = augmentations.random_conv(obs)\n        return noise.jitter(obs)\n",
+        ),
+        (
+            "src/augmentations.py",
+            "def random_conv(x):\n    return x\n\ndef unused(x):\n    return x\n",
+        ),
+        ("src/pkg/noise.py", "def jitter(x):\n    return x\n"),
+    ]);
+    assert!(g.reaches("src.augmentations", "random_conv"));
+    assert!(!g.reaches("src.augmentations", "unused"));
+    assert!(!g.reaches("src.pkg.noise", "jitter"));
+}

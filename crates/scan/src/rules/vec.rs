@@ -285,8 +285,12 @@ fn per_element(
             }
             if let Some(bound) = range_bound(&f.iter) {
                 let var = target?;
+                // A count read from a tensor's values (`int(ids.max())`, `labels[b].max()`):
+                // one iteration per id or sample the data holds.
+                let per_id = training && counts_tensor_values(func, bound, 0);
                 let batch = is_tensor_size(sem, func, bound, 0)
-                    || (training && elements::is_batch_count(bound));
+                    || (training && elements::is_batch_count(bound))
+                    || per_id;
                 if !batch || !indexes_with(sem, func, &f.body, var) {
                     return None;
                 }
@@ -294,6 +298,13 @@ fn per_element(
                     return None;
                 }
                 let text = crate::semantic::dotted(bound);
+                if per_id {
+                    return Some(format!(
+                        "Python loop over `range({})`, a count read from a tensor's values, \
+                         selects tensors one id or sample at a time",
+                        short(bound, &text)
+                    ));
+                }
                 return Some(format!(
                     "Python loop over `range({})` indexes tensors one element at a time",
                     short(bound, &text)
@@ -468,6 +479,7 @@ fn short(bound: &Expr, dotted: &str) -> String {
     match bound {
         Expr::Subscript(s) => format!("{}[…]", crate::semantic::dotted(&s.value)),
         Expr::Call(c) => format!("{}(…)", crate::semantic::dotted(&c.func)),
+        Expr::BinOp(b) => format!("{} …", short(&b.left, &crate::semantic::dotted(&b.left))),
         _ => dotted.to_owned(),
     }
 }
@@ -505,9 +517,22 @@ fn range_bound(iter: &Expr) -> Option<&Expr> {
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,
 /// not a local list or dict).
 fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &str) -> bool {
+    // Also through a name the body binds from the index (`m = ids == b`, then `x[m]`).
+    let mut derived = vec![var];
+    let mut all = Vec::new();
+    analysis::statements(body, &mut all);
+    for stmt in &all {
+        if let Stmt::Assign(a) = stmt
+            && analysis::reads(&a.value, var)
+        {
+            for t in &a.targets {
+                names_of(t, &mut derived);
+            }
+        }
+    }
     let subs = analysis::find(
         body,
-        |e| matches!(e, Expr::Subscript(s) if analysis::reads(&s.slice, var)),
+        |e| matches!(e, Expr::Subscript(s) if derived.iter().any(|d| analysis::reads(&s.slice, d))),
     );
     subs.iter().any(|occ| {
         let Expr::Subscript(s) = occ.expr else {
@@ -524,6 +549,40 @@ fn indexes_with(sem: &Semantic<'_>, func: &Function<'_>, body: &[Stmt], var: &st
             _ => true,
         }
     })
+}
+
+/// A loop bound read from the values of a tensor: `.item()`, `.max()`, `.sum()` of one
+/// (`int(ids[-1].item()) + 1`, `labels[b].max()`), or a local name bound to such a count.
+fn counts_tensor_values(func: &Function<'_>, bound: &Expr, depth: u32) -> bool {
+    if depth > 3 {
+        return false;
+    }
+    match bound {
+        Expr::Call(c) => match c.func.as_ref() {
+            Expr::Attribute(a) => {
+                matches!(a.attr.as_str(), "item" | "max" | "sum" | "amax")
+                    && !is_self_attr(&a.value)
+                    && !matches!(a.value.as_ref(), Expr::Constant(_))
+            }
+            Expr::Name(n) if n.id.as_str() == "int" => c
+                .args
+                .first()
+                .is_some_and(|a| counts_tensor_values(func, a, depth + 1)),
+            _ => false,
+        },
+        Expr::BinOp(b) => {
+            counts_tensor_values(func, &b.left, depth + 1)
+                || counts_tensor_values(func, &b.right, depth + 1)
+        }
+        Expr::Name(n) => {
+            let values = func.assigned(n.id.as_str());
+            !values.is_empty()
+                && values
+                    .iter()
+                    .all(|(_, v)| counts_tensor_values(func, v, depth + 1))
+        }
+        _ => false,
+    }
 }
 
 /// A local name bound to a numpy call (`out = np.zeros((bs, n))`): a host array, whose
@@ -664,8 +723,30 @@ fn subscripted_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
 }
 
 /// `name + x`, `x + name`, `name - x` where `x` does not read `name` (a product such as
-/// `m = a[i] @ m` is a sequential reduction, not an accumulation).
+/// `m = a[i] @ m` is a sequential reduction, not an accumulation), and the concatenations that
+/// collect one result per iteration: `torch.cat([name, x])`, also as the `else` of a first
+/// iteration (`out if i == 0 else torch.cat([name, out])`).
 fn is_accumulation(value: &Expr, name: &str) -> bool {
+    if let Expr::IfExp(e) = value {
+        let branch = |b: &Expr| !analysis::reads(b, name) || is_accumulation(b, name);
+        return !analysis::reads(&e.test, name) && branch(&e.body) && branch(&e.orelse);
+    }
+    if let Expr::Call(c) = value
+        && matches!(
+            analysis::last_name_of(&c.func),
+            "cat" | "concat" | "concatenate"
+        )
+        && let Some(elts) = c.args.first().and_then(|a| match a {
+            Expr::List(l) => Some(&l.elts),
+            Expr::Tuple(t) => Some(&t.elts),
+            _ => None,
+        })
+    {
+        let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
+        return elts.iter().filter(|e| is_name(e)).count() == 1
+            && elts.iter().all(|e| is_name(e) || !analysis::reads(e, name))
+            && c.args[1..].iter().all(|a| !analysis::reads(a, name));
+    }
     let Expr::BinOp(b) = value else {
         return false;
     };

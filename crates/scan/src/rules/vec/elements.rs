@@ -106,7 +106,11 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
                 "tolist" | "numpy" if !is_self_attr(&a.value) => Walk::HostValues,
                 "unbind" => Walk::Rows,
                 "split" if c.args.first().is_some_and(|arg| spells_tolist(func, arg)) => Walk::Rows,
+                "split" if splits_by_one(c, false) => Walk::Rows,
                 _ if sem.resolves_to(&c.func, "torch.unbind") => Walk::Rows,
+                _ if sem.resolves_to(&c.func, "torch.split") && splits_by_one(c, true) => {
+                    Walk::Rows
+                }
                 // `for row in enc(x)["indices"].squeeze():` walks the rows of a model's output.
                 _ if matches!(
                     name,
@@ -160,6 +164,30 @@ pub(super) fn walks(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> Wal
         }
         _ => Walk::Other,
     }
+}
+
+/// `x.split(1)` or `torch.split(x, 1)` (`function`) along the batch dimension: pieces of
+/// one sample each, the rows of `x`.
+fn splits_by_one(c: &crate::source::ast::ExprCall, function: bool) -> bool {
+    let skip = usize::from(function);
+    let is_int = |e: &Expr, want: i64| {
+        matches!(e, Expr::Constant(k)
+            if matches!(&k.value, crate::source::ast::Constant::Int(i) if *i == want.into()))
+    };
+    let size_one = c.args.get(skip).is_some_and(|a| is_int(a, 1))
+        || c.keywords.iter().any(|k| {
+            k.arg
+                .as_ref()
+                .is_some_and(|a| a.as_str() == "split_size_or_sections")
+                && is_int(&k.value, 1)
+        });
+    let dim = c.args.get(skip + 1).or_else(|| {
+        c.keywords
+            .iter()
+            .find(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "dim"))
+            .map(|k| &k.value)
+    });
+    size_one && dim.is_none_or(|d| is_int(d, 0))
 }
 
 /// A local list built by a comprehension over `range(n)` where `n` is the size of a
@@ -278,6 +306,10 @@ fn is_fixed(iter: &Expr) -> bool {
             let name = analysis::last_name_of(c.func.as_ref());
             if FIXED_METHODS.contains(&name) {
                 return true;
+            }
+            // One sample per piece: [`walks`] decides.
+            if name == "split" && (splits_by_one(c, false) || splits_by_one(c, true)) {
+                return false;
             }
             if let Expr::Attribute(a) = c.func.as_ref()
                 && is_self_attr(&a.value)
