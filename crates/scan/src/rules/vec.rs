@@ -16,6 +16,9 @@ use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
 mod elements;
+mod recurrence;
+
+use recurrence::{is_recurrent, names_of};
 
 pub struct PerElementLoop;
 
@@ -393,25 +396,6 @@ fn range_comprehension(
     })
 }
 
-/// `expr` reads the values of `name`, not only its metadata (`x.device`, `x.dtype`, `x.shape`):
-/// `pos[..., i] = ids.to(pos.device)` writes `pos` without depending on what it holds.
-fn reads_data(expr: &Expr, name: &str) -> bool {
-    const META: &[&str] = &["device", "dtype", "shape", "ndim"];
-    let found = analysis::find_in_expr(expr);
-    let reads = found
-        .iter()
-        .filter(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name))
-        .count();
-    let metadata = found
-        .iter()
-        .filter(|e| {
-            matches!(e, Expr::Attribute(a) if META.contains(&a.attr.as_str())
-            && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == name))
-        })
-        .count();
-    reads > metadata
-}
-
 /// A loop variable named after something small and fixed (`layer`, `head`, `camera`).
 fn names_fixed_target(target: &Expr) -> bool {
     let mut names = Vec::new();
@@ -591,174 +575,6 @@ fn is_numpy_array(sem: &Semantic<'_>, func: &Function<'_>, name: &str) -> bool {
     func.assigned(name)
         .iter()
         .any(|(_, v)| matches!(v, Expr::Call(c) if sem.resolves_with_prefix(&c.func, "numpy.")))
-}
-
-/// An iteration depends on the previous one: a name (other than the loop variables) is
-/// reassigned from itself in a way that is not a plain accumulation (`s = s + x`, `s += x`).
-fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
-    // Built on first need: most loop bodies rebind no name from itself.
-    let fresh = std::cell::OnceCell::new();
-    let mut all = Vec::new();
-    analysis::statements(body, &mut all);
-    all.iter().any(|stmt| {
-        let Stmt::Assign(a) = stmt else {
-            return false;
-        };
-        let mut targets = Vec::new();
-        let mut written = Vec::new();
-        for t in &a.targets {
-            names_of(t, &mut targets);
-            subscripted_names(t, &mut written);
-        }
-        // Also through a name bound from it in this iteration (`out = self.cell(h, x[t])`, then
-        // `h = out["hidden"]`): the state goes round the loop all the same.
-        let rebound = targets.iter().any(|name| {
-            !loop_vars.contains(name)
-                && !fresh.get_or_init(|| iteration_locals(body)).contains(name)
-                && ((analysis::reads(&a.value, name) && !is_accumulation(&a.value, name))
-                    || read_from(&all, name)
-                        .iter()
-                        .any(|d| analysis::reads(&a.value, d)))
-        });
-        // A tensor or list written in place from what was read out of it in this iteration
-        // (`h_prev = h[layer]` ... `h[layer] = cell(x, h_prev)`).
-        rebound
-            || written.iter().any(|name| {
-                !loop_vars.contains(name)
-                    && (reads_data(&a.value, name)
-                        || read_from(&all, name)
-                            .iter()
-                            .any(|d| analysis::reads(&a.value, d)))
-            })
-    })
-}
-
-/// Names that every iteration binds afresh before reading them: the first assignment of the
-/// name in the body does not read it, and no read of it comes before (`start = starts[i]` ...
-/// `start = start + 1` carries nothing to the next iteration).
-fn iteration_locals<'a>(body: &'a [Stmt]) -> Vec<&'a str> {
-    // Where each name is first read, in one walk of the body.
-    let mut first_read: std::collections::HashMap<&'a str, crate::source::TextSize> =
-        std::collections::HashMap::new();
-    for occ in analysis::find(
-        body,
-        |e| matches!(e, Expr::Name(n) if matches!(n.ctx, crate::source::ast::ExprContext::Load)),
-    ) {
-        if let Expr::Name(n) = occ.expr {
-            first_read.entry(n.id.as_str()).or_insert(n.range.start());
-        }
-    }
-    let mut all = Vec::new();
-    analysis::statements(body, &mut all);
-    let mut seen: Vec<&'a str> = Vec::new();
-    let mut fresh = Vec::new();
-    for stmt in all {
-        let Stmt::Assign(a) = stmt else { continue };
-        let mut targets = Vec::new();
-        for t in &a.targets {
-            names_of(t, &mut targets);
-        }
-        for name in targets {
-            if seen.contains(&name) {
-                continue;
-            }
-            seen.push(name);
-            let read_before = first_read.get(name).is_some_and(|r| *r < stmt.start());
-            if !read_before && !analysis::reads(&a.value, name) {
-                fresh.push(name);
-            }
-        }
-    }
-    fresh
-}
-
-/// Names the statements bind from a value that reads `name`, followed one step further
-/// (`h_prev = h[layer]`, then `h_new = cell(x, h_prev)`).
-fn read_from<'a>(all: &[&'a Stmt], name: &str) -> Vec<&'a str> {
-    let mut out: Vec<&'a str> = Vec::new();
-    for _ in 0..2 {
-        for stmt in all {
-            let Stmt::Assign(a) = stmt else { continue };
-            let source =
-                analysis::reads(&a.value, name) || out.iter().any(|d| analysis::reads(&a.value, d));
-            if !source {
-                continue;
-            }
-            let mut targets = Vec::new();
-            for t in &a.targets {
-                names_of(t, &mut targets);
-            }
-            for t in targets {
-                if t != name && !out.contains(&t) {
-                    out.push(t);
-                }
-            }
-        }
-    }
-    out
-}
-
-fn names_of<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
-    match target {
-        Expr::Name(n) => out.push(n.id.as_str()),
-        Expr::Tuple(t) => t.elts.iter().for_each(|e| names_of(e, out)),
-        Expr::List(l) => l.elts.iter().for_each(|e| names_of(e, out)),
-        _ => {}
-    }
-}
-
-/// Tensors written in place by an assignment target (`z[t + 1] = ...`): reading the same
-/// tensor on the right-hand side carries state from one iteration to the next.
-fn subscripted_names<'a>(target: &'a Expr, out: &mut Vec<&'a str>) {
-    match target {
-        Expr::Subscript(s) => {
-            if let Expr::Name(n) = s.value.as_ref() {
-                out.push(n.id.as_str());
-            }
-        }
-        Expr::Tuple(t) => t.elts.iter().for_each(|e| subscripted_names(e, out)),
-        Expr::List(l) => l.elts.iter().for_each(|e| subscripted_names(e, out)),
-        _ => {}
-    }
-}
-
-/// `name + x`, `x + name`, `name - x` where `x` does not read `name` (a product such as
-/// `m = a[i] @ m` is a sequential reduction, not an accumulation), and the concatenations that
-/// collect one result per iteration: `torch.cat([name, x])`, also as the `else` of a first
-/// iteration (`out if i == 0 else torch.cat([name, out])`).
-fn is_accumulation(value: &Expr, name: &str) -> bool {
-    if let Expr::IfExp(e) = value {
-        let branch = |b: &Expr| !analysis::reads(b, name) || is_accumulation(b, name);
-        return !analysis::reads(&e.test, name) && branch(&e.body) && branch(&e.orelse);
-    }
-    if let Expr::Call(c) = value
-        && matches!(
-            analysis::last_name_of(&c.func),
-            "cat" | "concat" | "concatenate"
-        )
-        && let Some(elts) = c.args.first().and_then(|a| match a {
-            Expr::List(l) => Some(&l.elts),
-            Expr::Tuple(t) => Some(&t.elts),
-            _ => None,
-        })
-    {
-        let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
-        return elts.iter().filter(|e| is_name(e)).count() == 1
-            && elts.iter().all(|e| is_name(e) || !analysis::reads(e, name))
-            && c.args[1..].iter().all(|a| !analysis::reads(a, name));
-    }
-    let Expr::BinOp(b) = value else {
-        return false;
-    };
-    if !matches!(
-        b.op,
-        crate::source::ast::Operator::Add | crate::source::ast::Operator::Sub
-    ) {
-        return false;
-    }
-    let is_name = |e: &Expr| matches!(e, Expr::Name(n) if n.id.as_str() == name);
-    (is_name(&b.left) && !analysis::reads(&b.right, name))
-        || (is_name(&b.right) && !analysis::reads(&b.left, name))
 }
 
 /// A `while` test that needs a device value on the host: `.item()`, `.any()`, `.all()`, a
