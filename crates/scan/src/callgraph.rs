@@ -7,9 +7,9 @@
 //! functions, is step code too. Calls are resolved as far as the text allows: a bare name to
 //! a function nested in the caller, defined in the same file or imported by name from a
 //! project module; `module.name(...)` to the function of a module imported under that name
-//! (`import augmentations`, `import pkg.utils as utils`); `self.name(...)` to the methods of the caller's class, its project bases
-//! and subclasses; `obj.name(...)` to the one method of that name in the project when there
-//! is only one. Inference code and host-side classes stay out because no step reaches them.
+//! (`import augmentations`, `import pkg.utils as utils`); `self.name(...)` to the methods of
+//! the caller's class, its project bases and subclasses; `obj.name(...)` to the one method of
+//! that name in the project when there is only one. Inference code and host-side classes stay out because no step reaches them.
 //!
 //! Like [`crate::classes`], the graph is read from the source text (no parse): definitions by
 //! their indentation, calls as an identifier followed by `(`, strings and comments blanked.

@@ -139,16 +139,7 @@ fn the_demos_port_trains_as_on_the_cpu() {
     // npu_fusion_attention where the CPU runs SDPA: within the autocast dtype's tolerance.
     let dir = tempfile::tempdir().unwrap();
     let root = common::demo(dir.path(), "tiny-vla-fixed");
-    let args = [
-        "--parity",
-        "--steps",
-        "3",
-        "--emulate-npu",
-        "--timeout",
-        "300",
-        "--config",
-        "configs/train.yaml",
-    ];
+    let args = [&common::PARITY[..], &["--config", "configs/train.yaml"]].concat();
     let (code, report, stderr) = verify_json(&root, &args, &[]);
     assert_eq!(code, Some(0), "{report:#}\n{stderr}");
     assert_eq!(check(&report, "parity.modules")["status"], "pass");

@@ -145,6 +145,16 @@ pub fn check<'a>(report: &'a serde_json::Value, name: &str) -> &'a serde_json::V
         .unwrap_or_else(|| panic!("no check {name} in {report:#}"))
 }
 
+/// The options of every `--parity` run of the tests: three steps on the emulated npu.
+pub const PARITY: [&str; 6] = [
+    "--parity",
+    "--steps",
+    "3",
+    "--emulate-npu",
+    "--timeout",
+    "300",
+];
+
 /// `npu-verify <root> --parity --steps 3 --emulate-npu --timeout 300 <extra> -- python train.py`
 /// with `env` set, as [`verify_json`] runs it.
 pub fn parity(
@@ -152,19 +162,7 @@ pub fn parity(
     extra: &[&str],
     env: &[(&str, &str)],
 ) -> (Option<i32>, serde_json::Value, String) {
-    let args = [
-        &[
-            "--parity",
-            "--steps",
-            "3",
-            "--emulate-npu",
-            "--timeout",
-            "300",
-        ],
-        extra,
-        &["--", "python", "train.py"],
-    ]
-    .concat();
+    let args = [&PARITY[..], extra, &["--", "python", "train.py"]].concat();
     verify_json(root, &args, env)
 }
 
