@@ -12,7 +12,7 @@ pub use dataflow::{Flow, classify};
 pub use step::{
     device_helpers, in_inference_code, in_log_call, in_project_step, in_step_code, in_update_code,
     is_inference_name, is_module_level, is_rollout, is_setup_function, reached_by_step,
-    training_loop_body,
+    script_block, training_loop_body,
 };
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;
@@ -66,7 +66,25 @@ impl<'a> Function<'a> {
                 class_body: None,
                 cache: Cache::default(),
             }),
+            // A script's main block or module-level loop ([`script_block`]): a body without
+            // parameters.
+            Stmt::If(s) => Some(Function::block("__main__", &s.body)),
+            Stmt::For(s) => Some(Function::block("<module>", &s.body)),
+            Stmt::While(s) => Some(Function::block("<module>", &s.body)),
             _ => None,
+        }
+    }
+
+    /// A block of statements read as the body of a function without parameters.
+    fn block(name: &'a str, body: &'a [Stmt]) -> Function<'a> {
+        static NO_ARGS: std::sync::LazyLock<ast::Arguments> =
+            std::sync::LazyLock::new(|| ast::Arguments::empty(ast::OptionalRange::default()));
+        Function {
+            name,
+            args: &NO_ARGS,
+            body,
+            class_body: None,
+            cache: Cache::default(),
         }
     }
 

@@ -59,6 +59,20 @@ impl<'a> Checker<'a> {
         self.file.slice(range)
     }
 
+    /// How many findings the file has so far: a mark for [`Checker::retain_since`].
+    pub fn mark(&self) -> usize {
+        self.findings.len()
+    }
+
+    /// Keep, of the findings reported since `mark`, those that `keep` accepts.
+    pub fn retain_since(&mut self, mark: usize, keep: impl Fn(&Finding) -> bool) {
+        let mut i = 0;
+        self.findings.retain(|f| {
+            i += 1;
+            i <= mark || keep(f)
+        });
+    }
+
     /// Report a finding of the running rule at `range`, in the current symbol. Returns it so
     /// that the caller can add `related` places.
     pub fn report(&mut self, range: TextRange, message: impl Into<String>) -> &mut Finding {

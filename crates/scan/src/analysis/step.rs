@@ -135,28 +135,19 @@ fn is_update_name(lower: &str) -> bool {
 /// host goes to the simulator, which needs it there; when the same body also trains (an RL
 /// script's loop), it is step code all the same.
 pub fn is_rollout(body: &[Stmt]) -> bool {
-    let (mut env, mut trains) = (false, false);
+    let mut env = false;
     crate::walk::try_each_expr(body, |e| {
         if let Expr::Call(call) = e
             && let Expr::Attribute(a) = call.func.as_ref()
+            && matches!(a.attr.as_str(), "step" | "reset")
+            && last_name(&a.value).to_ascii_lowercase().contains("env")
         {
-            let receiver = last_name(&a.value).to_ascii_lowercase();
-            match a.attr.as_str() {
-                "step" | "reset" if receiver.contains("env") => env = true,
-                "step" if receiver.contains("optim") || receiver.contains("scaler") => {
-                    trains = true;
-                }
-                "backward" => trains = true,
-                _ => {}
-            }
+            env = true;
+            return std::ops::ControlFlow::Break(());
         }
-        if trains {
-            std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
-        }
+        std::ops::ControlFlow::Continue(())
     });
-    env && !trains
+    env && !updates(body)
 }
 
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
@@ -498,6 +489,11 @@ pub fn in_project_step(sem: &Semantic<'_>) -> bool {
 /// data loader with a backward pass or an optimizer step), the body of that loop: what runs
 /// every step, without the setup before it or the evaluation after it.
 pub fn training_loop_body<'a>(sem: &Semantic<'_>, def: &'a Stmt) -> Option<&'a [Stmt]> {
+    match def {
+        Stmt::If(s) => return update_loop(&s.body),
+        Stmt::For(_) | Stmt::While(_) => return update_loop(std::slice::from_ref(def)),
+        _ => {}
+    }
     let (Some(modules), Some(symbol)) = (sem.project_modules(), sem.symbol()) else {
         return None;
     };
@@ -515,6 +511,73 @@ pub fn training_loop_body<'a>(sem: &Semantic<'_>, def: &'a Stmt) -> Option<&'a [
         Stmt::For(f) if iterates_loader(&f.iter) => Some(f.body.as_slice()),
         _ => None,
     })
+}
+
+/// A statement at module level that runs a training script's step loop: the
+/// `if __name__ == "__main__":` block, or a loop of a script without one, when it holds a loop
+/// that runs a backward pass or an optimizer step ([`training_loop_body`] finds that loop).
+/// Single-file trainers run their whole training there, outside any function.
+pub fn script_block<'a>(sem: &Semantic<'_>, stmt: &'a Stmt) -> Option<&'a Stmt> {
+    if !is_module_level(sem) || !sem.stmts().is_empty() {
+        return None;
+    }
+    let block = match stmt {
+        Stmt::If(s) if crate::semantic::is_main_guard_test(&s.test) => &s.body,
+        Stmt::For(_) | Stmt::While(_) => std::slice::from_ref(stmt),
+        _ => return None,
+    };
+    update_loop(block).map(|_| stmt)
+}
+
+/// The body of the outermost loop of `block` (at any depth outside functions and classes)
+/// that runs a backward pass or an optimizer step: what runs once per update, rollout and
+/// update alike.
+fn update_loop(block: &[Stmt]) -> Option<&[Stmt]> {
+    let mut all = Vec::new();
+    super::statements(block, &mut all);
+    let mut inner: Vec<&Stmt> = Vec::new();
+    all.into_iter().find_map(|s| {
+        let body = match s {
+            Stmt::For(f) => &f.body,
+            Stmt::While(w) => &w.body,
+            _ => return None,
+        };
+        // A loop nested in one already rejected updates nothing either.
+        if inner
+            .iter()
+            .any(|outer| outer.range().contains_range(s.range()))
+        {
+            return None;
+        }
+        if updates(body) {
+            Some(body.as_slice())
+        } else {
+            inner.push(s);
+            None
+        }
+    })
+}
+
+/// `body` runs a backward pass (`loss.backward()`, `accelerator.backward(loss)`) or an
+/// optimizer or grad-scaler step.
+fn updates(body: &[Stmt]) -> bool {
+    let mut found = false;
+    crate::walk::try_each_expr(body, |e| {
+        if let Expr::Call(call) = e
+            && let Expr::Attribute(a) = call.func.as_ref()
+        {
+            let receiver = last_name(&a.value).to_ascii_lowercase();
+            found = a.attr.as_str() == "backward"
+                || (a.attr.as_str() == "step"
+                    && (receiver.contains("optim") || receiver.contains("scaler")));
+        }
+        if found {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
+    });
+    found
 }
 
 /// An iterable that walks a data loader (`train_loader`, `enumerate(tqdm(dataloader))`).

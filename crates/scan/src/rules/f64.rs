@@ -76,7 +76,9 @@ impl Rule for Float64 {
     }
 
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt)
+            .or_else(|| analysis::script_block(cx.semantic(), stmt))
+        else {
             return;
         };
         let sem = cx.semantic();

@@ -37,7 +37,9 @@ const FACTORIES: &[&str] = &[
 
 impl Rule for HostTensor {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt)
+            .or_else(|| analysis::script_block(cx.semantic(), stmt))
+        else {
             return;
         };
         // A unit test (`test_loss`) builds its model and inputs on the CPU unless it says otherwise.

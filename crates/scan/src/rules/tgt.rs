@@ -1,6 +1,7 @@
 //! `P_TGT`: per-step values (training targets, masks, metrics) computed on the host in device
 //! code and turned back into tensors: numpy work or a `.cpu().numpy()` / `.tolist()` round trip.
 
+mod interface;
 mod moves;
 
 use super::{Checker, Rule, RuleInfo};
@@ -45,7 +46,9 @@ const TO_TENSOR: &[&str] = &[
 
 impl Rule for HostTargets {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt)
+            .or_else(|| analysis::script_block(cx.semantic(), stmt))
+        else {
             return;
         };
         let Some(mut func) = Function::in_class(cx.semantic(), def) else {
@@ -112,16 +115,34 @@ impl Rule for HostTargets {
         if !training || (reached_helper && round_trip_helper(cx, def, &func)) {
             return;
         }
+        let mark = cx.mark();
         moves::cpu_round_trip(cx, def, &func);
         let uploads = host_uploads(cx, def, &func);
         if !uploads.is_empty() {
             let why = "sends what it computes from it back as a tensor";
+            let from = cx.mark();
             pulls(cx, def, &func, &uploads, why);
+            // A script's loop is long: a pull there is a round trip only when its value
+            // comes back.
+            if script_loop {
+                let unreturned = interface::unreturned_pulls(cx, func.body, &uploads);
+                cx.retain_since(from, |f| {
+                    !unreturned.iter().any(|(a, b)| (*a..=*b).contains(&f.line))
+                });
+            }
         } else if returns {
             pulls(cx, def, &func, &[], RETURNS);
         }
         if script_loop {
             host_metrics(cx, &func, &uploads);
+            // A loop that also steps environments sends them actions and uploads what they
+            // return: that traffic is the simulator's interface, not a round trip.
+            let interface = interface::simulator_lines(cx, def);
+            if !interface.is_empty() {
+                cx.retain_since(mark, |f| {
+                    !interface.iter().any(|(a, b)| (*a..=*b).contains(&f.line))
+                });
+            }
         }
     }
 }

@@ -37,7 +37,9 @@ pub const RULE: RuleInfo = RuleInfo {
 
 impl Rule for PerElementLoop {
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
-        let Some(def) = analysis::function_entry(cx.semantic(), stmt) else {
+        let Some(def) = analysis::function_entry(cx.semantic(), stmt)
+            .or_else(|| analysis::script_block(cx.semantic(), stmt))
+        else {
             return;
         };
         let sem = cx.semantic();
@@ -69,6 +71,7 @@ impl Rule for PerElementLoop {
         analysis::statements(func.body, &mut loops);
         let mut reported: Vec<&Stmt> = Vec::new();
         let mut hits: Vec<(TextRange, String)> = Vec::new();
+        let mut branches = Vec::new();
         for stmt in &loops {
             if reported.iter().any(|outer| contains(outer, stmt)) {
                 continue;
@@ -132,7 +135,11 @@ impl Rule for PerElementLoop {
                 };
                 hits.push((at, what));
             }
-            hits.extend(elements::asserts(sem, &func, &loops));
+            // A check inside a loop already reported is part of that loop's cost.
+            branches = elements::branch_syncs(sem, &func, &loops)
+                .into_iter()
+                .filter(|(range, _)| !inside(*range))
+                .collect();
             hits.extend(elements::tensor_of_device_list(sem, &func));
         }
         if training {
@@ -146,6 +153,17 @@ impl Rule for PerElementLoop {
                      first that this code runs every step and not only in a debug mode",
                 );
             }
+        }
+        for (range, what) in branches {
+            cx.report(
+                range,
+                format!(
+                    "{what}: Python needs the value on the host and waits for the NPU to \
+                     finish the queued work first (see P_VEC.md); keep the check on the device \
+                     (masks, `torch.where`) or run it only in a debug mode; check first that \
+                     this code runs every step"
+                ),
+            );
         }
         hits.sort_by_key(|(range, _)| range.start());
         for (range, what) in hits {

@@ -639,9 +639,12 @@ fn row_method(e: &Expr, vars: &[&str]) -> bool {
         if matches!(a.value.as_ref(), Expr::Name(n) if vars.contains(&n.id.as_str()))))
 }
 
-/// `assert` statements of the function whose test needs a device value on the host: a torch
-/// call (`torch.any(...)`, `torch.allclose(...)`) or `.any()`/`.all()`/`.item()` of a tensor.
-pub(super) fn asserts(
+/// `assert` and `if` statements of the function whose test needs a device value on the host:
+/// a torch call (`torch.any(...)`, `torch.allclose(...)`) or a reduction of a tensor
+/// (`.any()`, `.all()`, `.item()`, `.max()`, `.sum()`...) that Python then compares or converts
+/// (`assert obs.max() > 5`, `if int(mask.sum()) > 0:`). NaN/Inf checks are
+/// [`super::nan_guards`]'s, and an `if` on a plain flag or on shapes reads no device value.
+pub(super) fn branch_syncs(
     sem: &Semantic<'_>,
     func: &Function<'_>,
     stmts: &[&Stmt],
@@ -662,30 +665,72 @@ pub(super) fn asserts(
         "torch.nn",
         "torch.utils",
     ];
+    const REDUCTIONS: &[&str] = &[
+        "any", "all", "item", "equal", "allclose", "max", "min", "sum", "amax", "amin",
+    ];
+    let reads_device = |test: &Expr, torch_calls: bool| {
+        analysis::find_in_expr(test).iter().any(|e| {
+            let Expr::Call(c) = e else { return false };
+            if sem.resolves_with_prefix(&c.func, "torch.") {
+                return torch_calls
+                    && !NOT_VALUES
+                        .iter()
+                        .any(|p| sem.resolves_with_prefix(&c.func, p));
+            }
+            matches!(c.func.as_ref(), Expr::Attribute(m)
+                if REDUCTIONS.contains(&m.attr.as_str())
+                    && !matches!(analysis::last_name_of(&m.value), "isnan" | "isinf" | "isfinite")
+                    && holds_device_tensor(sem, func, &m.value))
+        })
+    };
     stmts
         .iter()
         .filter_map(|s| match s {
-            Stmt::Assert(a) => Some(a),
+            Stmt::Assert(a) if reads_device(&a.test, true) => Some((
+                a.range(),
+                "`assert` on a tensor value in the step, a host sync every call",
+            )),
+            // Only an `if` that compares or converts a reduction: `if x.any():` alone is the
+            // same sync, but so is much code that tests Python containers with `any`.
+            Stmt::If(i)
+                if matches!(i.test.as_ref(), Expr::Compare(_)) && reads_device(&i.test, false) =>
+            {
+                Some((
+                    i.test.range(),
+                    "`if` on a tensor value in the step, a host sync every call",
+                ))
+            }
             _ => None,
         })
-        .filter(|a| {
-            analysis::find_in_expr(&a.test).iter().any(|e| {
-                let Expr::Call(c) = e else { return false };
-                if sem.resolves_with_prefix(&c.func, "torch.") {
-                    return !NOT_VALUES.iter().any(|p| sem.resolves_with_prefix(&c.func, p));
-                }
-                matches!(c.func.as_ref(), Expr::Attribute(m)
-                    if matches!(m.attr.as_str(), "any" | "all" | "item" | "equal" | "allclose")
-                        && (is_tensor_expr(sem, func, &m.value) || analysis::is_device_value(sem, func, &m.value, 0)))
-            })
-        })
-        .map(|a| {
-            (
-                a.range(),
-                "`assert` on a tensor value in the step, a host sync every call".to_owned(),
-            )
-        })
+        .map(|(range, what)| (range, what.to_owned()))
         .collect()
+}
+
+/// A tensor of the step, seen through elementwise conversions and indexing (`typs.float()`,
+/// `mask[:, 1:]`): a local tensor, a device value, or an input of `forward`.
+fn holds_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
+    let mut base = expr;
+    loop {
+        base = match base {
+            Expr::Subscript(s) => &s.value,
+            Expr::Call(c) => match c.func.as_ref() {
+                Expr::Attribute(a)
+                    if matches!(
+                        a.attr.as_str(),
+                        "float" | "long" | "int" | "bool" | "abs" | "detach" | "half"
+                    ) =>
+                {
+                    &a.value
+                }
+                _ => break,
+            },
+            _ => break,
+        };
+    }
+    is_tensor_expr(sem, func, base)
+        || analysis::is_device_value(sem, func, base, 0)
+        || (func.name == "forward"
+            && matches!(base, Expr::Name(n) if n.id.as_str() != "self" && func.is_param(n.id.as_str())))
 }
 
 /// `torch.tensor(xs)` / `torch.as_tensor(xs)` of a local list whose appended values are
