@@ -66,31 +66,34 @@ impl<'a> Function<'a> {
                 class_body: None,
                 cache: Cache::default(),
             }),
-            // A script's main block or module-level loop ([`script_block`]): a body without
-            // parameters.
-            Stmt::If(s) => Some(Function::block("__main__", &s.body)),
-            Stmt::For(s) => Some(Function::block("<module>", &s.body)),
-            Stmt::While(s) => Some(Function::block("<module>", &s.body)),
             _ => None,
         }
     }
 
-    /// A block of statements read as the body of a function without parameters.
-    fn block(name: &'a str, body: &'a [Stmt]) -> Function<'a> {
+    /// A script's main block or module-level loop ([`script_block`]) read as the body of a
+    /// function without parameters.
+    fn script(def: &'a Stmt) -> Option<Function<'a>> {
         static NO_ARGS: std::sync::LazyLock<ast::Arguments> =
             std::sync::LazyLock::new(|| ast::Arguments::empty(ast::OptionalRange::default()));
-        Function {
+        let (name, body) = match def {
+            Stmt::If(s) => ("__main__", &s.body),
+            Stmt::For(s) => ("<module>", &s.body),
+            Stmt::While(s) => ("<module>", &s.body),
+            _ => return None,
+        };
+        Some(Function {
             name,
             args: &NO_ARGS,
             body,
             class_body: None,
             cache: Cache::default(),
-        }
+        })
     }
 
-    /// The function `def`, a method of the innermost class enclosing the walk (if any).
+    /// The function `def`, a method of the innermost class enclosing the walk (if any), or a
+    /// script block ([`script_block`]).
     pub fn in_class(sem: &Semantic<'a>, def: &'a Stmt) -> Option<Function<'a>> {
-        let mut func = Function::new(def)?;
+        let mut func = Function::new(def).or_else(|| Function::script(def))?;
         func.class_body = sem.stmts().iter().rev().find_map(|s| match s {
             Stmt::ClassDef(c) => Some(c.body.as_slice()),
             _ => None,

@@ -135,19 +135,25 @@ fn is_update_name(lower: &str) -> bool {
 /// host goes to the simulator, which needs it there; when the same body also trains (an RL
 /// script's loop), it is step code all the same.
 pub fn is_rollout(body: &[Stmt]) -> bool {
-    let mut env = false;
+    let (mut env, mut trains) = (false, false);
     crate::walk::try_each_expr(body, |e| {
         if let Expr::Call(call) = e
             && let Expr::Attribute(a) = call.func.as_ref()
-            && matches!(a.attr.as_str(), "step" | "reset")
-            && last_name(&a.value).to_ascii_lowercase().contains("env")
         {
-            env = true;
-            return std::ops::ControlFlow::Break(());
+            if matches!(a.attr.as_str(), "step" | "reset")
+                && last_name(&a.value).to_ascii_lowercase().contains("env")
+            {
+                env = true;
+            }
+            trains = is_update_call(a);
         }
-        std::ops::ControlFlow::Continue(())
+        if trains {
+            std::ops::ControlFlow::Break(())
+        } else {
+            std::ops::ControlFlow::Continue(())
+        }
     });
-    env && !updates(body)
+    env && !trains
 }
 
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at
@@ -561,23 +567,21 @@ fn update_loop(block: &[Stmt]) -> Option<&[Stmt]> {
 /// `body` runs a backward pass (`loss.backward()`, `accelerator.backward(loss)`) or an
 /// optimizer or grad-scaler step.
 fn updates(body: &[Stmt]) -> bool {
-    let mut found = false;
-    crate::walk::try_each_expr(body, |e| {
-        if let Expr::Call(call) = e
-            && let Expr::Attribute(a) = call.func.as_ref()
-        {
-            let receiver = last_name(&a.value).to_ascii_lowercase();
-            found = a.attr.as_str() == "backward"
-                || (a.attr.as_str() == "step"
-                    && (receiver.contains("optim") || receiver.contains("scaler")));
-        }
-        if found {
+    crate::walk::try_each_expr(body, |e| match e {
+        Expr::Call(call) if matches!(call.func.as_ref(), Expr::Attribute(a) if is_update_call(a)) => {
             std::ops::ControlFlow::Break(())
-        } else {
-            std::ops::ControlFlow::Continue(())
         }
-    });
-    found
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+}
+
+/// The method call `a(...)` is `.backward()` or an optimizer's or grad scaler's `.step()`.
+fn is_update_call(a: &crate::source::ast::ExprAttribute) -> bool {
+    let attr = a.attr.as_str();
+    attr == "backward" || {
+        let receiver = last_name(&a.value).to_ascii_lowercase();
+        attr == "step" && (receiver.contains("optim") || receiver.contains("scaler"))
+    }
 }
 
 /// An iterable that walks a data loader (`train_loader`, `enumerate(tqdm(dataloader))`).

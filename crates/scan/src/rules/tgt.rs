@@ -126,9 +126,7 @@ impl Rule for HostTargets {
             // comes back.
             if script_loop {
                 let unreturned = interface::unreturned_pulls(cx, func.body, &uploads);
-                cx.retain_since(from, |f| {
-                    !unreturned.iter().any(|(a, b)| (*a..=*b).contains(&f.line))
-                });
+                cx.retain_since(from, |f| interface::outside(&unreturned, f));
             }
         } else if returns {
             pulls(cx, def, &func, &[], RETURNS);
@@ -138,11 +136,7 @@ impl Rule for HostTargets {
             // A loop that also steps environments sends them actions and uploads what they
             // return: that traffic is the simulator's interface, not a round trip.
             let interface = interface::simulator_lines(cx, def);
-            if !interface.is_empty() {
-                cx.retain_since(mark, |f| {
-                    !interface.iter().any(|(a, b)| (*a..=*b).contains(&f.line))
-                });
-            }
+            cx.retain_since(mark, |f| interface::outside(&interface, f));
         }
     }
 }

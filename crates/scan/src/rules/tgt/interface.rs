@@ -57,10 +57,6 @@ pub fn simulator_lines(cx: &Checker<'_>, def: &Stmt) -> Vec<(u32, u32)> {
             break;
         }
     }
-    let span = |s: &Stmt| {
-        let file = cx.file();
-        (file.position(s.start()).0, file.position(s.end()).0)
-    };
     simple
         .iter()
         .filter(|&&stmt| {
@@ -71,8 +67,19 @@ pub fn simulator_lines(cx: &Checker<'_>, def: &Stmt) -> Vec<(u32, u32)> {
                     || value_of(stmt).is_some_and(|v| names_in(v).any(|n| outputs.contains(n)))
             }
         })
-        .map(|s| span(s))
+        .map(|s| lines(cx, s))
         .collect()
+}
+
+/// The first and last line of a statement.
+fn lines(cx: &Checker<'_>, stmt: &Stmt) -> (u32, u32) {
+    let file = cx.file();
+    (file.position(stmt.start()).0, file.position(stmt.end()).0)
+}
+
+/// The finding's line lies in none of the `spans` (first and last line each).
+pub fn outside(spans: &[(u32, u32)], finding: &crate::finding::Finding) -> bool {
+    !spans.iter().any(|(a, b)| (*a..=*b).contains(&finding.line))
 }
 
 /// The value of a simple statement (an assignment or an expression statement).
@@ -170,8 +177,7 @@ pub fn unreturned_pulls(
         if tainted.is_empty() || comes_back(&simple, pull, tainted, uploads) {
             continue;
         }
-        let file = cx.file();
-        out.push((file.position(pull.start()).0, file.position(pull.end()).0));
+        out.push(lines(cx, pull));
     }
     out
 }

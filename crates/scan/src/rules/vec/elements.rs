@@ -648,7 +648,7 @@ pub(super) fn branch_syncs(
     sem: &Semantic<'_>,
     func: &Function<'_>,
     stmts: &[&Stmt],
-) -> Vec<(TextRange, String)> {
+) -> Vec<(TextRange, &'static str)> {
     const NOT_VALUES: &[&str] = &[
         "torch.is_",
         "torch.jit",
@@ -702,7 +702,6 @@ pub(super) fn branch_syncs(
             }
             _ => None,
         })
-        .map(|(range, what)| (range, what.to_owned()))
         .collect()
 }
 
