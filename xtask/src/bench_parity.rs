@@ -35,7 +35,7 @@ struct Program {
     env: Vec<(&'static str, &'static str)>,
 }
 
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
     std::fs::create_dir_all(to)?;
     for entry in std::fs::read_dir(from)? {
         let entry = entry?;
@@ -53,7 +53,7 @@ fn copy_tree(from: &Path, to: &Path) -> Result<()> {
 }
 
 /// `migrate_to_cloudrobo/` with `env_npu.sh`, `train.sh` and `runtime_patches.py`.
-fn set_up_migrate(assets: &Path, root: &Path) -> Result<()> {
+pub(crate) fn set_up_migrate(assets: &Path, root: &Path) -> Result<()> {
     let migrate = root.join("migrate_to_cloudrobo");
     std::fs::create_dir_all(&migrate)?;
     for (from, to) in [
@@ -95,7 +95,7 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
         },
         Program {
             name: "denoising-diffusion-pytorch 1D",
-            root: public_diffusion(&root, &assets, dir)?,
+            root: public_diffusion(&assets, dir)?,
             args: vec!["--".into(), "python".into(), "train.py".into()],
             // The port that matches (the parity tests': float64 kept for the schedule).
             env: vec![("NPU_PATCHES_DISABLE", "Float64To32")],
@@ -105,19 +105,50 @@ fn programs(dir: &Path) -> Result<Vec<Program>> {
 
 /// denoising-diffusion-pytorch's `GaussianDiffusion1D` and `Unet1D` trained by the parity tests'
 /// loop (`tests/parity/public/ddpm1d_train.py`), as `parity_public_emulated.rs` sets it up.
-fn public_diffusion(root: &Path, assets: &Path, dir: &Path) -> Result<PathBuf> {
+fn public_diffusion(assets: &Path, dir: &Path) -> Result<PathBuf> {
+    public_project(
+        assets,
+        dir,
+        &PublicProgram {
+            dist: "denoising-diffusion-pytorch-2.3.4",
+            package: "denoising_diffusion_pytorch",
+            files: &["denoising_diffusion_pytorch_1d.py", "version.py"],
+            program: "ddpm1d_train.py",
+        },
+    )
+}
+
+/// A public project's files and the training loop of ours that runs them
+/// (`crates/verify/tests/parity/public/<program>`).
+pub(crate) struct PublicProgram {
+    /// The extracted distribution, `<name>-<version>`.
+    pub dist: &'static str,
+    /// Its package directory.
+    pub package: &'static str,
+    /// The package's files the program needs.
+    pub files: &'static [&'static str],
+    pub program: &'static str,
+}
+
+/// The project `dir/<package>/` that `parity_public_emulated.rs` sets up: the package's `files`
+/// (with an empty `__init__.py`, whose own imports need torchvision), einops, the training loop
+/// as `train.py` and `migrate_to_cloudrobo/`.
+pub(crate) fn public_project(assets: &Path, dir: &Path, p: &PublicProgram) -> Result<PathBuf> {
     let public = crate::parity_public::ensure_all()?;
-    let project = dir.join("ddpm1d");
-    let package = project.join("denoising_diffusion_pytorch");
+    let project = dir.join(p.package);
+    let package = project.join(p.package);
     std::fs::create_dir_all(&package)?;
-    let source = public.join("denoising-diffusion-pytorch-2.3.4/denoising_diffusion_pytorch");
-    for file in ["denoising_diffusion_pytorch_1d.py", "version.py"] {
-        std::fs::copy(source.join(file), package.join(file))?;
+    let source = public.join(p.dist).join(p.package);
+    for file in p.files {
+        std::fs::copy(source.join(file), package.join(file))
+            .with_context(|| format!("cannot copy {}/{file}", p.dist))?;
     }
     std::fs::write(package.join("__init__.py"), "")?;
     copy_tree(&public.join("einops-0.8.2/einops"), &project.join("einops"))?;
     std::fs::copy(
-        root.join("crates/verify/tests/parity/public/ddpm1d_train.py"),
+        crate::project_root()
+            .join("crates/verify/tests/parity/public")
+            .join(p.program),
         project.join("train.py"),
     )?;
     set_up_migrate(assets, &project)?;

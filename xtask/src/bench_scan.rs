@@ -159,7 +159,7 @@ fn synthetic_corpus() -> Result<PathBuf> {
     Ok(dir)
 }
 
-fn scan_binary() -> Result<PathBuf> {
+pub(crate) fn scan_binary() -> Result<PathBuf> {
     let root = crate::project_root();
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
     eprintln!("xtask: building npu-scan (release)");

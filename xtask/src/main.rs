@@ -19,6 +19,7 @@ mod fix_check;
 mod matrix;
 mod parity_public;
 mod shipped;
+mod static_measured;
 mod stress_exit;
 mod support_table;
 mod test;
@@ -76,6 +77,9 @@ enum Command {
     /// `torch_npu`'s own tests of `transfer_to_npu` on the emulated npu, with the stand-in and with
     /// the real module of the paired wheel (conformance/README.md).
     TorchNpuTests(torch_npu_tests::Args),
+    /// For the public programs the `--parity` tests run: which labelled problems `npu-scan` finds,
+    /// which `npu-verify --pipeline --record-issues` measures, and which neither finds.
+    StaticMeasured(static_measured::Args),
     /// Fresh interpreters that install the emulated npu, train one step and exit, per torch
     /// version: counts the ones that abort at exit, hang or lose output (default 200 per version).
     StressExit(stress_exit::Args),
@@ -141,6 +145,7 @@ fn main() -> Result<()> {
             println!("{}", parity_public::ensure_all()?.display());
             Ok(())
         }
+        Command::StaticMeasured(args) => static_measured::run(&args),
         Command::StressExit(args) => stress_exit::run(&args),
         Command::FixCheck(args) => fix_check::run(&args),
         Command::Conformance(args) => std::process::exit(conformance::main(&args)),

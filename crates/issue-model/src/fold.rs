@@ -111,8 +111,15 @@ pub fn fold_measured(
 /// The lines of the code a scanned issue reports: its own, and when it starts a compound
 /// statement (a header ending in `:`), the block under it, found by indentation.
 fn code_of(issue: &Issue, lines: Option<&[String]>) -> (u32, u32) {
-    let first = issue.line;
-    let own_last = issue.end_line.max(first);
+    code_span(issue.line, issue.end_line, lines)
+}
+
+/// The lines of the code that starts at line `first` and whose own text ends at `own_last`
+/// (1-based, inclusive) in a file of `lines`: those lines, and when they start a compound
+/// statement (a header ending in `:`), the block under it, found by indentation. Without the
+/// file's text, the own lines.
+pub fn code_span(first: u32, own_last: u32, lines: Option<&[String]>) -> (u32, u32) {
+    let own_last = own_last.max(first);
     let Some(lines) = lines else {
         return (first, own_last);
     };

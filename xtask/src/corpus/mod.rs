@@ -15,8 +15,8 @@
 mod baseline;
 pub(crate) mod fetch;
 mod git;
-mod labels;
-mod score;
+pub(crate) mod labels;
+pub(crate) mod score;
 mod split;
 
 use anyhow::{Context, Result, bail};

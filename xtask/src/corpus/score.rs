@@ -43,7 +43,7 @@ pub fn family(rule: &str) -> &str {
     }
 }
 
-fn matches(f: &Finding, l: &Label) -> bool {
+pub fn matches(f: &Finding, l: &Label) -> bool {
     // related[] only widens what a finding covers: a NOT_ label is judged by the finding's
     // own line, since the entry point it reports is not wrong for listing a look-alike.
     at_own_line(f, l)
