@@ -135,7 +135,9 @@ fn is_update_name(lower: &str) -> bool {
 /// host goes to the simulator, which needs it there; when the same body also trains (an RL
 /// script's loop), it is step code all the same.
 pub fn is_rollout(body: &[Stmt]) -> bool {
-    let (mut env, mut trains) = (false, false);
+    let mut all = Vec::new();
+    super::statements(body, &mut all);
+    let (mut env, mut trains) = (all.into_iter().any(is_env_step), false);
     crate::walk::try_each_expr(body, |e| {
         if let Expr::Call(call) = e
             && let Expr::Attribute(a) = call.func.as_ref()
@@ -154,6 +156,18 @@ pub fn is_rollout(body: &[Stmt]) -> bool {
         }
     });
     env && !trains
+}
+
+/// `obs, reward, done, info = e.step(action)`: a `step` call unpacked into four or more names
+/// is a gym-style environment step, whatever the environment is called.
+pub fn is_env_step(stmt: &Stmt) -> bool {
+    let Stmt::Assign(a) = stmt else { return false };
+    let [Expr::Tuple(targets)] = a.targets.as_slice() else {
+        return false;
+    };
+    targets.elts.len() >= 4
+        && matches!(a.value.as_ref(), Expr::Call(c)
+            if matches!(c.func.as_ref(), Expr::Attribute(m) if m.attr.as_str() == "step"))
 }
 
 /// The walk is inside a function (at any depth) that [`is_inference_name`] says runs at

@@ -474,7 +474,8 @@ fn main_runs_on_device(cx: &ProjectChecker<'_>, file: &str) -> bool {
 /// The program puts work on an accelerator: the entry file places tensors or models on a
 /// device (or names CUDA, or builds objects from a hydra config), it is a `LightningCLI`
 /// application, or it imports a
-/// project module that defines `nn.Module` classes. Robot, dataset and conversion tools that
+/// project module that defines `nn.Module` classes while some file it reaches places work on a
+/// device. Robot, dataset and conversion tools that
 /// only import torch through the project's packages do not.
 fn runs_on_device(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -> bool {
     use crate::project::EntryKind;
@@ -494,7 +495,15 @@ fn runs_on_device(cx: &ProjectChecker<'_>, entry: &crate::project::EntryPoint) -
         .imports_of(file)
         .iter()
         .any(|imported| !cx.notes(imported, MODULE_CLASS).is_empty());
-    imports_models
+    // Models alone do not choose an accelerator: some code the program imports must place work
+    // on one (a CPU-only exercise that trains a project model on host tensors is no port).
+    let reaches_device_code = || {
+        cx.project()
+            .reachable(file)
+            .into_iter()
+            .any(|f| !cx.notes(f, DEVICE_USE).is_empty() || !cx.notes(f, CUDA_SITE).is_empty())
+    };
+    (imports_models && reaches_device_code())
         || cx
             .notes(file, CALL)
             .iter()

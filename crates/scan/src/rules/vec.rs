@@ -76,6 +76,15 @@ impl Rule for PerElementLoop {
             if reported.iter().any(|outer| contains(outer, stmt)) {
                 continue;
             }
+            // A loop that steps an environment is a rollout over time, not a walk over the batch.
+            let body = match stmt {
+                Stmt::For(f) => f.body.as_slice(),
+                Stmt::While(w) => w.body.as_slice(),
+                _ => &[],
+            };
+            if analysis::is_rollout(body) {
+                continue;
+            }
             let Some(what) = per_element(sem, &func, stmt, training) else {
                 continue;
             };

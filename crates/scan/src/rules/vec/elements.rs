@@ -671,6 +671,16 @@ pub(super) fn branch_syncs(
     let reads_device = |test: &Expr, torch_calls: bool| {
         analysis::find_in_expr(test).iter().any(|e| {
             let Expr::Call(c) = e else { return false };
+            // `torch.max(obs) > 2.0`: the function form of a reduction.
+            if REDUCTIONS
+                .iter()
+                .any(|r| sem.resolves_to(&c.func, &format!("torch.{r}")))
+                && c.args
+                    .first()
+                    .is_some_and(|a| holds_device_tensor(sem, func, a))
+            {
+                return true;
+            }
             if sem.resolves_with_prefix(&c.func, "torch.") {
                 return torch_calls
                     && !NOT_VALUES
