@@ -90,7 +90,10 @@ fn check_function<'a>(cx: &mut Checker<'a>, def: &'a Stmt, body: Option<&'a [Stm
     let host_from = moved_to_cpu(func.body);
     let mut hits = Vec::new();
     for occ in &calls {
-        if host_from.is_some_and(|at| occ.expr.start() > at) || while_tracing(occ) {
+        if host_from.is_some_and(|at| occ.expr.start() > at)
+            || while_tracing(occ)
+            || empty_placeholder(occ)
+        {
             continue;
         }
         let Expr::Call(call) = occ.expr else { continue };
@@ -154,6 +157,68 @@ fn while_tracing(occ: &analysis::Occurrence<'_>) -> bool {
             && analysis::find_in_expr(&i.test).iter().any(|e| {
                 matches!(e, Expr::Call(c) if TRACING.contains(&analysis::last_name_of(&c.func)))
             })
+    })
+}
+
+/// The creation sizes a dimension by a count that the `if` around it has just found to be zero
+/// (`if n > 0: ... else: out = torch.zeros((n, 4))`, `if not n: torch.zeros(n)`): the tensor is
+/// empty, a placeholder with no values to meet anything.
+fn empty_placeholder(occ: &analysis::Occurrence<'_>) -> bool {
+    let Expr::Call(call) = occ.expr else {
+        return false;
+    };
+    let sizes: Vec<&str> = match call.args.as_slice() {
+        [Expr::Tuple(t)] => t.elts.iter().collect::<Vec<_>>(),
+        [Expr::List(l)] => l.elts.iter().collect(),
+        args => args.iter().collect(),
+    }
+    .into_iter()
+    .filter_map(|e| match e {
+        Expr::Name(n) => Some(n.id.as_str()),
+        _ => None,
+    })
+    .collect();
+    if sizes.is_empty() {
+        return false;
+    }
+    let inside = |body: &[Stmt]| {
+        body.first().is_some_and(|f| f.start() <= occ.expr.start())
+            && body.last().is_some_and(|l| occ.expr.end() <= l.end())
+    };
+    occ.ancestors.iter().any(|n| {
+        let analysis::Node::Stmt(Stmt::If(i)) = n else {
+            return false;
+        };
+        // Which branch means "the count is zero": the body of `if n == 0` / `if not n`, the
+        // `else` of `if n > 0` / `if n >= 1` / `if n != 0` / `if n`.
+        let zero_in_body = match i.test.as_ref() {
+            Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
+                matches!(u.operand.as_ref(), Expr::Name(n) if sizes.contains(&n.id.as_str()))
+                    .then_some(true)
+            }
+            Expr::Name(n) if sizes.contains(&n.id.as_str()) => Some(false),
+            Expr::Compare(c) => match (c.left.as_ref(), c.ops.as_slice(), c.comparators.as_slice())
+            {
+                (Expr::Name(n), [op], [Expr::Constant(k)]) if sizes.contains(&n.id.as_str()) => {
+                    let ast::Constant::Int(v) = &k.value else {
+                        return false;
+                    };
+                    match op {
+                        ast::CmpOp::Eq if *v == 0.into() => Some(true),
+                        ast::CmpOp::NotEq | ast::CmpOp::Gt if *v == 0.into() => Some(false),
+                        ast::CmpOp::GtE if *v == 1.into() => Some(false),
+                        _ => None,
+                    }
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        match zero_in_body {
+            Some(true) => inside(&i.body),
+            Some(false) => !i.orelse.is_empty() && inside(&i.orelse),
+            None => false,
+        }
     })
 }
 
