@@ -185,18 +185,18 @@ fn empty_placeholder(occ: &analysis::Occurrence<'_>) -> bool {
         body.first().is_some_and(|f| f.start() <= occ.expr.start())
             && body.last().is_some_and(|l| occ.expr.end() <= l.end())
     };
-    occ.ancestors.iter().any(|n| {
-        let analysis::Node::Stmt(Stmt::If(i)) = n else {
+    occ.ancestors.iter().any(|node| {
+        let analysis::Node::Stmt(Stmt::If(branch)) = node else {
             return false;
         };
         // Which branch means "the count is zero": the body of `if n == 0` / `if not n`, the
         // `else` of `if n > 0` / `if n >= 1` / `if n != 0` / `if n`.
-        let zero_in_body = match i.test.as_ref() {
-            Expr::UnaryOp(u) if matches!(u.op, ast::UnaryOp::Not) => {
-                matches!(u.operand.as_ref(), Expr::Name(n) if sizes.contains(&n.id.as_str()))
+        let zero_in_body = match branch.test.as_ref() {
+            Expr::UnaryOp(unary) if matches!(unary.op, ast::UnaryOp::Not) => {
+                matches!(unary.operand.as_ref(), Expr::Name(name) if sizes.contains(&name.id.as_str()))
                     .then_some(true)
             }
-            Expr::Name(n) if sizes.contains(&n.id.as_str()) => Some(false),
+            Expr::Name(name) if sizes.contains(&name.id.as_str()) => Some(false),
             Expr::Compare(c) => match (c.left.as_ref(), c.ops.as_slice(), c.comparators.as_slice())
             {
                 (Expr::Name(n), [op], [Expr::Constant(k)]) if sizes.contains(&n.id.as_str()) => {
@@ -215,8 +215,8 @@ fn empty_placeholder(occ: &analysis::Occurrence<'_>) -> bool {
             _ => None,
         };
         match zero_in_body {
-            Some(true) => inside(&i.body),
-            Some(false) => !i.orelse.is_empty() && inside(&i.orelse),
+            Some(true) => inside(&branch.body),
+            Some(false) => !branch.orelse.is_empty() && inside(&branch.orelse),
             None => false,
         }
     })
