@@ -19,6 +19,9 @@ Loaded with ``-p npu_conformance`` (this folder on ``PYTHONPATH``). Environment:
   never choose a device.
 - ``NPU_CONFORMANCE_TIMEOUT``: seconds one test may run (setup, call and teardown each); past it the test
   fails with ``TestTimeout`` and the run goes on (``SIGALRM``: the test must run in the main thread).
+- Every test starts seeded: before its setup, Python's ``random``, numpy's global generator (when numpy is
+  imported) and ``torch.manual_seed`` get a seed derived from the test's node id, the same in the CPU and the
+  npu run, so a test that draws random inputs has one outcome per side rather than one that varies by run.
 - ``NPU_CONFORMANCE_RESULTS``: the JSON-lines file written as the run goes: one ``start`` line per test before it
   runs (so a crash of the interpreter names its test), one ``outcome`` line per test, a ``session`` line first
   (mode, torch, which transfer_to_npu ran) and a ``finish`` line last.
@@ -31,6 +34,7 @@ import json
 import os
 import signal
 import sys
+import zlib
 
 import pytest
 
@@ -200,11 +204,34 @@ def _untimed(previous):
         signal.signal(signal.SIGALRM, previous)
 
 
-def _timed_phase():
-    """A hook wrapper that runs one phase of a test (setup, call, teardown) under the per-test time limit."""
+def _seed(nodeid):
+    """Seed Python's, numpy's and torch's generators from the test's node id.
+
+    Both runs of a test (CPU and npu) then draw the same numbers, and every run of it the same ones: a test that
+    draws unseeded random inputs and misses its tolerance on some draws has one outcome, not a varying one.
+    """
+    import random
+
+    import torch
+
+    seed = zlib.crc32(nodeid.encode("utf-8")) & 0x7FFFFFFF
+    random.seed(seed)
+    torch.manual_seed(seed)
+    numpy = sys.modules.get("numpy")
+    if numpy is not None:
+        numpy.random.seed(seed)
+
+
+def _timed_phase(seeded=False):
+    """A hook wrapper that runs one phase of a test (setup, call, teardown) under the per-test time limit.
+
+    ``seeded``: the phase starts by seeding the generators (the setup phase, before any fixture draws).
+    """
 
     @pytest.hookimpl(hookwrapper=True)
     def hook(item):
+        if seeded:
+            _seed(item.nodeid)
         previous = _timed()
         try:
             yield
@@ -214,7 +241,7 @@ def _timed_phase():
     return hook
 
 
-pytest_runtest_setup = _timed_phase()
+pytest_runtest_setup = _timed_phase(seeded=True)
 pytest_runtest_call = _timed_phase()
 pytest_runtest_teardown = _timed_phase()
 
