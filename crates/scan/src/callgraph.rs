@@ -35,6 +35,9 @@ pub struct StepGraph {
     cuda_functions: HashMap<String, HashSet<String>>,
     /// Module → module-level functions of a CUDA module that launch nothing themselves.
     portable: HashMap<String, HashSet<String>>,
+    /// Method name → `module.Class.method` of the project's definitions of that name, when
+    /// every one sends its input to a device and returns the result pulled back to numpy.
+    round_trips: HashMap<String, String>,
 }
 
 impl StepGraph {
@@ -88,6 +91,13 @@ impl StepGraph {
         self.cuda_functions
             .get(module)
             .is_some_and(|f| f.contains(name))
+    }
+
+    /// `obj.name(...)` calls a round trip of the project: every method called `name` sends
+    /// what it is handed to a device and returns the result as numpy (a value normaliser's
+    /// `denormalize` that ends in `.cpu().numpy()`). The definition's `module.Class.method`.
+    pub fn round_trip(&self, name: &str) -> Option<&str> {
+        self.round_trips.get(name).map(String::as_str)
     }
 
     /// Functions of a CUDA module that launch nothing (portable fallbacks beside the kernels)
@@ -178,8 +188,27 @@ impl StepGraph {
             }
         }
         graph.cuda_modules = cuda_modules;
+        graph.round_trips = round_trips(&defs);
         graph
     }
+}
+
+/// Method names whose every definition in the project is a round trip (see
+/// [`StepGraph::round_trip`]); dunder methods and names that are also module-level functions
+/// are left out.
+fn round_trips(defs: &[Def]) -> HashMap<String, String> {
+    let mut by_name: HashMap<&str, Vec<&Def>> = HashMap::new();
+    for d in defs.iter().filter(|d| !d.name.starts_with("__")) {
+        by_name.entry(d.name.as_str()).or_default().push(d);
+    }
+    by_name
+        .into_iter()
+        .filter(|(_, ds)| {
+            ds.iter()
+                .all(|d| d.class.is_some() && d.uploads && d.returns_pull)
+        })
+        .map(|(name, ds)| (name.to_owned(), format!("{}.{}", ds[0].module, ds[0].qual)))
+        .collect()
 }
 
 /// One file as the graph reads it: its module and its definitions.
@@ -212,6 +241,13 @@ struct Def {
     /// Its body builds a trainer or hands it the training (`trainer.train()`): it runs the
     /// whole training once.
     drives: bool,
+    /// Its body sends a value to a device (`torch.from_numpy(`, `.to(`, `.cuda(`).
+    uploads: bool,
+    /// It returns a value pulled back to numpy (`return out.cpu().numpy()`, or a name bound
+    /// to such a pull).
+    returns_pull: bool,
+    /// Names bound to a pull (`out = out.cpu().numpy()`), while the body is read.
+    pulled: Vec<String>,
 }
 
 impl Def {
@@ -588,6 +624,9 @@ fn read_file(module: &str, text: &str) -> FileDefs {
                         update: false,
                         launches: false,
                         drives: false,
+                        uploads: false,
+                        returns_pull: false,
+                        pulled: Vec::new(),
                     });
                     open.push((indent, name.to_owned(), false, Some(out.defs.len() - 1)));
                 }
@@ -652,8 +691,30 @@ fn read_file(module: &str, text: &str) -> FileDefs {
             def.launches || body.contains("](") || body.contains("_C.") || body.contains("_cuda.");
         def.update = def.update || body.contains(".backward(") || body.contains(".step(");
         def.drives = def.drives || drives_trainer(body);
+        read_round_trip(def, body);
     }
     out
+}
+
+/// Reads one line of a definition for [`StepGraph::round_trip`]: uploads, pulls bound to
+/// names, and returns of a pull.
+fn read_round_trip(def: &mut Def, body: &str) {
+    def.uploads = def.uploads
+        || body.contains("from_numpy(")
+        || body.contains("as_tensor(")
+        || body.contains(".to(")
+        || body.contains(".cuda(");
+    let pull = body.contains(".cpu()") && body.contains(".numpy()");
+    if let Some(value) = body.strip_prefix("return ") {
+        let value = value.trim();
+        def.returns_pull = def.returns_pull || pull || def.pulled.iter().any(|n| n == value);
+    } else if pull
+        && let Some((target, _)) = body.split_once(" = ")
+        && !ident(target).is_empty()
+        && ident(target).len() == target.len()
+    {
+        def.pulled.push(target.to_owned());
+    }
 }
 
 /// The module an `import`/`from` line imports.

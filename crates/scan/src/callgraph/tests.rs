@@ -108,3 +108,23 @@ fn a_plain_module_import_resolves_calls_through_the_module_name() {
     assert!(!g.reaches("src.augmentations", "unused"));
     assert!(!g.reaches("src.pkg.noise", "jitter"));
 }
+
+#[test]
+fn a_method_is_a_round_trip_only_when_every_definition_of_its_name_is_one() {
+    let g = graph(&[
+        (
+            "norm.py",
+            "class Scale:\n    def restore(self, x):\n        x = torch.from_numpy(x).to(self.device)\n        out = x * self.std\n        out = out.cpu().numpy()\n        return out\n\n    def direct(self, x):\n        return (x.to(self.device) * 2).cpu().numpy()\n\n    def keep(self, x):\n        return x.to(self.device) * 2\n\n    def pull(self, x):\n        return x.cpu().numpy()\n",
+        ),
+        (
+            "other.py",
+            "class Other:\n    def direct(self, x):\n        return x * 2\n",
+        ),
+    ]);
+    assert_eq!(g.round_trip("restore"), Some("norm.Scale.restore"));
+    // Another `direct` of the project keeps its result: a call by name cannot tell which runs.
+    assert_eq!(g.round_trip("direct"), None);
+    // A result kept on the device, and a pull without an upload, are no round trips.
+    assert_eq!(g.round_trip("keep"), None);
+    assert_eq!(g.round_trip("pull"), None);
+}

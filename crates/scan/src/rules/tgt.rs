@@ -109,6 +109,7 @@ impl Rule for HostTargets {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
             if !helper && returns {
                 pulls(cx, def, &func, &[], RETURNS);
+                moves::round_trip_calls(cx, &func);
             }
             return;
         }
@@ -130,6 +131,7 @@ impl Rule for HostTargets {
             }
         } else if returns {
             pulls(cx, def, &func, &[], RETURNS);
+            moves::round_trip_calls(cx, &func);
         }
         if script_loop {
             host_metrics(cx, &func, &uploads);

@@ -291,3 +291,100 @@ fn attr_name_start(attr: &ast::ExprAttribute) -> TextSize {
     let len = TextSize::try_from(attr.attr.as_str().len()).unwrap_or_default();
     attr.range().end() - len
 }
+
+/// Report the calls, in a loop of a return or advantage computation, of a project method that
+/// is a round trip ([`crate::callgraph::StepGraph::round_trip`]: a value normaliser's
+/// `denormalize` that uploads its numpy argument, computes on the device and returns
+/// `.cpu().numpy()`): every iteration pays an upload, a sync and a download. One finding per
+/// block of the loop, the block's other calls in `related[]`.
+pub(super) fn round_trip_calls<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
+    let Some(graph) = cx.semantic().project_modules().map(|m| &m.steps) else {
+        return;
+    };
+    let found: Vec<_> = analysis::find(func.body, |e| {
+        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(),
+            Expr::Attribute(a) if !matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+                && graph.round_trip(a.attr.as_str()).is_some()))
+    })
+    .into_iter()
+    .filter(|occ| !analysis::in_log_call(&occ.ancestors))
+    .filter_map(|occ| Some((block_of(&occ.ancestors)?, occ.expr)))
+    .collect();
+    let mut blocks: Vec<(TextRange, Vec<&Expr>)> = Vec::new();
+    for (block, call) in found {
+        match blocks.iter_mut().find(|(b, _)| *b == block) {
+            Some((_, calls)) => calls.push(call),
+            None => blocks.push((block, vec![call])),
+        }
+    }
+    for (_, calls) in blocks {
+        let Expr::Call(first) = calls[0] else {
+            continue;
+        };
+        let Expr::Attribute(method) = first.func.as_ref() else {
+            continue;
+        };
+        let name = method.attr.as_str();
+        let def = graph.round_trip(name).unwrap_or(name);
+        let related: Vec<_> = calls[1..]
+            .iter()
+            .map(|c| cx.related(c.range(), "another round trip in the same iteration"))
+            .collect();
+        let finding = cx.report(
+            first.range(),
+            format!(
+                "the loop calls `{name}` every iteration, and every `{name}` method of the project (such as \
+                 `{def}`) sends its input to the device and returns the result pulled back with `.cpu().numpy()`: an upload, a host-device sync and a \
+                 download per iteration on the NPU; call it once on the whole array before the loop, or \
+                 keep the loop's values on the device (see P_TGT.md)"
+            ),
+        );
+        finding.related = related;
+    }
+}
+
+/// The block of statements a loop runs that holds an expression: the range of the nearest
+/// `for`/`while` body or `if`/`else` branch around its statement, or `None` outside any loop.
+fn block_of(ancestors: &[analysis::Node<'_>]) -> Option<TextRange> {
+    let stmts: Vec<&Stmt> = ancestors
+        .iter()
+        .filter_map(|n| match n {
+            analysis::Node::Stmt(s) => Some(*s),
+            analysis::Node::Expr(_) => None,
+        })
+        .collect();
+    if !stmts
+        .iter()
+        .any(|s| matches!(s, Stmt::For(_) | Stmt::While(_)))
+    {
+        return None;
+    }
+    let (inner, outer) = stmts.split_last()?;
+    let at = inner.range();
+    let branch = |body: &[Stmt]| {
+        body.iter()
+            .any(|s| s.range().contains_range(at))
+            .then(|| span(body))
+            .flatten()
+    };
+    for parent in outer.iter().rev() {
+        let found = match parent {
+            Stmt::If(s) => branch(&s.body).or_else(|| branch(&s.orelse)),
+            Stmt::For(s) => branch(&s.body).or_else(|| branch(&s.orelse)),
+            Stmt::While(s) => branch(&s.body).or_else(|| branch(&s.orelse)),
+            _ => None,
+        };
+        if found.is_some() {
+            return found;
+        }
+    }
+    None
+}
+
+/// The range from a block's first statement to its last.
+fn span(body: &[Stmt]) -> Option<TextRange> {
+    Some(TextRange::new(
+        body.first()?.range().start(),
+        body.last()?.range().end(),
+    ))
+}
