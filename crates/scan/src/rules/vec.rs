@@ -15,6 +15,7 @@ use crate::source::TextRange;
 use crate::source::ast::{Expr, ExprContext, Ranged, Stmt};
 use issue_model::{Category, Severity};
 
+mod branches;
 mod elements;
 mod recurrence;
 
@@ -145,7 +146,7 @@ impl Rule for PerElementLoop {
                 hits.push((at, what));
             }
             // A check inside a loop already reported is part of that loop's cost.
-            branches = elements::branch_syncs(sem, &func, &loops)
+            branches = branches::branch_syncs(sem, &func, &loops)
                 .into_iter()
                 .filter(|(range, _)| !inside(*range))
                 .collect();

@@ -1,6 +1,6 @@
 //! What a loop or comprehension of training code walks, and the per-element shapes judged on
 //! it: `.item()` per element, comprehensions over the rows of a tensor, `any(...)` over tensor
-//! conditions, tensor checks in `assert`, and tensors built from lists of device scalars.
+//! conditions, and tensors built from lists of device scalars.
 
 use super::{
     is_recurrent, is_self_attr, is_tensor_expr, is_tensor_size, iterates_tensor, names_of,
@@ -637,109 +637,6 @@ fn comprehension(
 fn row_method(e: &Expr, vars: &[&str]) -> bool {
     matches!(e, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
         if matches!(a.value.as_ref(), Expr::Name(n) if vars.contains(&n.id.as_str()))))
-}
-
-/// `assert` and `if` statements of the function whose test needs a device value on the host:
-/// a torch call (`torch.any(...)`, `torch.allclose(...)`) or a reduction of a tensor
-/// (`.any()`, `.all()`, `.item()`, `.max()`, `.sum()`...) that Python then compares or converts
-/// (`assert obs.max() > 5`, `if int(mask.sum()) > 0:`). NaN/Inf checks are
-/// [`super::nan_guards`]'s, and an `if` on a plain flag or on shapes reads no device value.
-pub(super) fn branch_syncs(
-    sem: &Semantic<'_>,
-    func: &Function<'_>,
-    stmts: &[&Stmt],
-) -> Vec<(TextRange, &'static str)> {
-    const NOT_VALUES: &[&str] = &[
-        "torch.is_",
-        "torch.jit",
-        "torch.cuda",
-        "torch.distributed",
-        "torch.backends",
-        "torch.compiler",
-        "torch.onnx",
-        "torch._",
-        "torch.Size",
-        "torch.get_",
-        "torch.are_",
-        "torch.version",
-        "torch.nn",
-        "torch.utils",
-    ];
-    const REDUCTIONS: &[&str] = &[
-        "any", "all", "item", "equal", "allclose", "max", "min", "sum", "amax", "amin",
-    ];
-    let reads_device = |test: &Expr, torch_calls: bool| {
-        analysis::find_in_expr(test).iter().any(|e| {
-            let Expr::Call(c) = e else { return false };
-            // `torch.max(obs) > 2.0`: the function form of a reduction.
-            if REDUCTIONS
-                .iter()
-                .any(|r| sem.resolves_to(&c.func, &format!("torch.{r}")))
-                && c.args
-                    .first()
-                    .is_some_and(|a| holds_device_tensor(sem, func, a))
-            {
-                return true;
-            }
-            if sem.resolves_with_prefix(&c.func, "torch.") {
-                return torch_calls
-                    && !NOT_VALUES
-                        .iter()
-                        .any(|p| sem.resolves_with_prefix(&c.func, p));
-            }
-            matches!(c.func.as_ref(), Expr::Attribute(m)
-                if REDUCTIONS.contains(&m.attr.as_str())
-                    && !matches!(analysis::last_name_of(&m.value), "isnan" | "isinf" | "isfinite")
-                    && holds_device_tensor(sem, func, &m.value))
-        })
-    };
-    stmts
-        .iter()
-        .filter_map(|s| match s {
-            Stmt::Assert(a) if reads_device(&a.test, true) => Some((
-                a.range(),
-                "`assert` on a tensor value in the step, a host sync every call",
-            )),
-            // Only an `if` that compares or converts a reduction: `if x.any():` alone is the
-            // same sync, but so is much code that tests Python containers with `any`.
-            Stmt::If(i)
-                if matches!(i.test.as_ref(), Expr::Compare(_)) && reads_device(&i.test, false) =>
-            {
-                Some((
-                    i.test.range(),
-                    "`if` on a tensor value in the step, a host sync every call",
-                ))
-            }
-            _ => None,
-        })
-        .collect()
-}
-
-/// A tensor of the step, seen through elementwise conversions and indexing (`typs.float()`,
-/// `mask[:, 1:]`): a local tensor, a device value, or an input of `forward`.
-fn holds_device_tensor(sem: &Semantic<'_>, func: &Function<'_>, expr: &Expr) -> bool {
-    let mut base = expr;
-    loop {
-        base = match base {
-            Expr::Subscript(s) => &s.value,
-            Expr::Call(c) => match c.func.as_ref() {
-                Expr::Attribute(a)
-                    if matches!(
-                        a.attr.as_str(),
-                        "float" | "long" | "int" | "bool" | "abs" | "detach" | "half"
-                    ) =>
-                {
-                    &a.value
-                }
-                _ => break,
-            },
-            _ => break,
-        };
-    }
-    is_tensor_expr(sem, func, base)
-        || analysis::is_device_value(sem, func, base, 0)
-        || (func.name == "forward"
-            && matches!(base, Expr::Name(n) if n.id.as_str() != "self" && func.is_param(n.id.as_str())))
 }
 
 /// `torch.tensor(xs)` / `torch.as_tensor(xs)` of a local list whose appended values are
