@@ -108,8 +108,7 @@ impl Rule for HostTargets {
         if !step {
             let helper = training && !host_class && round_trip_helper(cx, def, &func);
             if !helper && returns {
-                pulls(cx, def, &func, &[], RETURNS);
-                moves::round_trip_calls(cx, &func);
+                host_returns(cx, def, &func);
             }
             return;
         }
@@ -130,8 +129,7 @@ impl Rule for HostTargets {
                 cx.retain_since(from, |f| interface::outside(&unreturned, f));
             }
         } else if returns {
-            pulls(cx, def, &func, &[], RETURNS);
-            moves::round_trip_calls(cx, &func);
+            host_returns(cx, def, &func);
         }
         if script_loop {
             host_metrics(cx, &func, &uploads);
@@ -141,6 +139,13 @@ impl Rule for HostTargets {
             cx.retain_since(mark, |f| interface::outside(&interface, f));
         }
     }
+}
+
+/// A return or advantage computation: its pulls of device tensors, and the round-trip methods
+/// its loops call.
+fn host_returns<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) {
+    pulls(cx, def, func, &[], RETURNS);
+    moves::round_trip_calls(cx, func);
 }
 
 /// In a training script's loop: a tensor pulled with `.cpu()` straight into a comparison or

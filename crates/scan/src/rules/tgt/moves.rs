@@ -301,34 +301,27 @@ pub(super) fn round_trip_calls<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
     let Some(graph) = cx.semantic().project_modules().map(|m| &m.steps) else {
         return;
     };
-    let found: Vec<_> = analysis::find(func.body, |e| {
-        matches!(e, Expr::Call(c) if matches!(c.func.as_ref(),
-            Expr::Attribute(a) if !matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
-                && graph.round_trip(a.attr.as_str()).is_some()))
-    })
-    .into_iter()
-    .filter(|occ| !analysis::in_log_call(&occ.ancestors))
-    .filter_map(|occ| Some((block_of(&occ.ancestors)?, occ.expr)))
-    .collect();
-    let mut blocks: Vec<(TextRange, Vec<&Expr>)> = Vec::new();
-    for (block, call) in found {
+    let found: Vec<_> = analysis::find(func.body, |e| round_trip_method(graph, e).is_some())
+        .into_iter()
+        .filter(|occ| !analysis::in_log_call(&occ.ancestors))
+        .filter_map(|occ| {
+            let name = round_trip_method(graph, occ.expr)?;
+            Some((block_of(&occ.ancestors)?, occ.expr, name))
+        })
+        .collect();
+    let mut blocks: Vec<(TextRange, Vec<(&Expr, &str)>)> = Vec::new();
+    for (block, call, name) in found {
         match blocks.iter_mut().find(|(b, _)| *b == block) {
-            Some((_, calls)) => calls.push(call),
-            None => blocks.push((block, vec![call])),
+            Some((_, calls)) => calls.push((call, name)),
+            None => blocks.push((block, vec![(call, name)])),
         }
     }
     for (_, calls) in blocks {
-        let Expr::Call(first) = calls[0] else {
-            continue;
-        };
-        let Expr::Attribute(method) = first.func.as_ref() else {
-            continue;
-        };
-        let name = method.attr.as_str();
+        let (first, name) = calls[0];
         let def = graph.round_trip(name).unwrap_or(name);
         let related: Vec<_> = calls[1..]
             .iter()
-            .map(|c| cx.related(c.range(), "another round trip in the same iteration"))
+            .map(|(c, _)| cx.related(c.range(), "another round trip in the same iteration"))
             .collect();
         let finding = cx.report(
             first.range(),
@@ -341,6 +334,16 @@ pub(super) fn round_trip_calls<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
         );
         finding.related = related;
     }
+}
+
+/// The method name of `obj.name(...)` (not on `self`) when `name` is a round trip of the project.
+fn round_trip_method<'e>(graph: &crate::callgraph::StepGraph, e: &'e Expr) -> Option<&'e str> {
+    let Expr::Call(c) = e else { return None };
+    let Expr::Attribute(a) = c.func.as_ref() else {
+        return None;
+    };
+    let on_self = matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self");
+    (!on_self && graph.round_trip(a.attr.as_str()).is_some()).then_some(a.attr.as_str())
 }
 
 /// The block of statements a loop runs that holds an expression: the range of the nearest

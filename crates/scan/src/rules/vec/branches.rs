@@ -100,7 +100,7 @@ pub(super) fn branch_syncs(
             })
             .collect();
         parts.iter().any(|e| {
-            if reduced_name(e) && !metadata.contains(&e.range()) {
+            if !metadata.contains(&e.range()) && reduced_name(e) {
                 return true;
             }
             if reduces(e) {
