@@ -5,7 +5,7 @@
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
 mod fix;
-mod flow;
+pub(crate) mod flow;
 mod host;
 mod keep;
 

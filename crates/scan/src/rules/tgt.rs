@@ -491,8 +491,8 @@ fn is_tokenizer_call(expr: &Expr) -> bool {
 
 /// A helper outside the step code proper (a target builder the loss or training step calls)
 /// that takes a device tensor, pulls it to the host with `.cpu().numpy()`, and sends what it
-/// computes from it back to a device: one issue at each pull, with the tensors sent back in
-/// `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
+/// computes from it back to a device: one issue at each pull (of its inputs, and of the tensors
+/// it computes from them), with the tensors sent back in `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
 fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bool {
     let sem = cx.semantic();
     if in_data_code(sem) || sem.in_device_code() {
@@ -510,10 +510,12 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
     if !cx.slice(def.range()).contains("numpy") {
         return false;
     }
-    let pulls = analysis::find(func.body, |e| {
+    if analysis::find(func.body, |e| {
         pulled_param(e).is_some_and(|n| func.is_param(n))
-    });
-    if pulls.is_empty() {
+    })
+    .is_empty()
+        || pins_cpu(func)
+    {
         return false;
     }
     let back: Vec<_> = analysis::find(func.body, |e| is_to_tensor(sem, e))
@@ -536,16 +538,37 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         .iter()
         .map(|range| cx.related(*range, "the host result goes back to the device here"))
         .collect();
-    for occ in pulls {
-        let finding = cx.report(
-            pull_site(occ.expr),
+    // Once the helper is a round trip, its other pulls (of tensors it computed from its
+    // inputs on the device, returned to the caller as numpy) are syncs of the same call.
+    for occ in analysis::find(func.body, |e| pulled_base(e).is_some()) {
+        let of_param = pulled_param(occ.expr).is_some_and(|n| func.is_param(n));
+        let message = if of_param {
             "this helper pulls a device tensor to the host with `.cpu().numpy()`, computes on it and sends \
              the result back to the device, a host-device sync and two copies per call on the NPU; compute \
-             it with torch ops on the device (see P_TGT.md)",
-        );
+             it with torch ops on the device (see P_TGT.md)"
+        } else {
+            "this helper, which already sends host results back to the device, pulls another tensor it \
+             computed to the host here, one more sync per call on the NPU (a caller that turns it back into \
+             a tensor pays a second upload); return the tensor and keep the work on the device (see P_TGT.md)"
+        };
+        let finding = cx.report(pull_site(occ.expr), message);
         finding.related.clone_from(&related);
     }
     true
+}
+
+/// A method of a class whose every `self.device = …` is the literal `"cpu"` (a robot agent
+/// that runs its policy on the host): what it sends "back" stays on the CPU.
+fn pins_cpu(func: &Function<'_>) -> bool {
+    let Some(body) = func.class_body() else {
+        return false;
+    };
+    let values = super::f64::flow::self_attr_values(body, "device");
+    !values.is_empty()
+        && values.iter().all(|(v, _)| {
+            matches!(v, Expr::Constant(c)
+                if matches!(&c.value, crate::source::ast::Constant::Str(s) if s == "cpu"))
+        })
 }
 
 /// A call that turns host data into a tensor (also through a `to_torch`/`to_torch_as` helper).

@@ -8,7 +8,7 @@ use crate::source::ast::{Expr, Stmt};
 
 /// `self.<attr>` assignments in every method of `class_body`: the value and the method that
 /// assigns it (whose local names the value reads).
-pub(super) fn self_attr_values<'a>(
+pub(crate) fn self_attr_values<'a>(
     class_body: &'a [Stmt],
     attr: &str,
 ) -> Vec<(&'a Expr, Function<'a>)> {
