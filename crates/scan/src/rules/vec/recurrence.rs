@@ -2,7 +2,7 @@
 //! is sequential work, an accumulation (`loss += l`, `out = torch.cat([out, y])`) is not.
 
 use crate::analysis;
-use crate::source::ast::{Expr, Ranged, Stmt};
+use crate::source::ast::{self, Expr, Ranged, Stmt};
 
 /// `expr` reads the values of `name`, not only its metadata (`x.device`, `x.dtype`, `x.shape`):
 /// `pos[..., i] = ids.to(pos.device)` writes `pos` without depending on what it holds.
@@ -55,12 +55,76 @@ pub(super) fn is_recurrent(body: &[Stmt], loop_vars: &[&str]) -> bool {
         rebound
             || written.iter().any(|name| {
                 !loop_vars.contains(name)
-                    && (reads_data(&a.value, name)
+                    && ((reads_data(&a.value, name) && !same_element(a, name, loop_vars))
                         || read_from(&all, name)
                             .iter()
                             .any(|d| analysis::reads(&a.value, d)))
             })
     })
+}
+
+/// `x[i] = f(x[i])`, `img[i, j] = blur(img[i, j])`: the element the loop variables pick is
+/// rewritten from itself alone, so nothing carries over to the next iteration (each sample is
+/// transformed on its own). Every read of `name` in the value is that same element; what other
+/// statements of the iteration read out of `name` is checked apart.
+fn same_element(assign: &ast::StmtAssign, name: &str, loop_vars: &[&str]) -> bool {
+    let [Expr::Subscript(target)] = assign.targets.as_slice() else {
+        return false;
+    };
+    if !matches!(target.value.as_ref(), Expr::Name(n) if n.id.as_str() == name) {
+        return false;
+    }
+    let Some(key) = element_key(&target.slice) else {
+        return false;
+    };
+    if !loop_vars.iter().any(|v| analysis::reads(&target.slice, v)) {
+        return false;
+    }
+    let found = analysis::find_in_expr(&assign.value);
+    // `outs[j] = torch.cat([outs[j], y])` grows the slot over an outer loop: an accumulation
+    // of that loop, not a transformation of one sample.
+    let grows = found.iter().any(|e| {
+        matches!(e, Expr::Call(c) if matches!(analysis::last_name_of(c.func.as_ref()),
+            "cat" | "concat" | "concatenate" | "stack" | "hstack" | "vstack"))
+    });
+    let element = |e: &Expr| {
+        matches!(e, Expr::Subscript(s)
+            if matches!(s.value.as_ref(), Expr::Name(n) if n.id.as_str() == name)
+                && element_key(&s.slice).as_deref() == Some(key.as_str()))
+    };
+    let reads = found
+        .iter()
+        .filter(|e| matches!(e, Expr::Name(n) if n.id.as_str() == name))
+        .count();
+    let same = found.iter().filter(|e| element(e)).count();
+    // `x[i] = np.zeros(x[i].shape)` only asks the element its shape.
+    let metadata = found
+        .iter()
+        .filter(|e| {
+            matches!(e, Expr::Attribute(a)
+                if matches!(a.attr.as_str(), "shape" | "dtype" | "device" | "ndim") && element(&a.value))
+        })
+        .count();
+    !grows && reads > 0 && reads == same && same > metadata
+}
+
+/// A plain index, spelled out for comparison: names, integer constants, and tuples of them
+/// (`i`, `i, j`, `b, 0`). `None` for anything computed (`i - 1`, `idx[i]`).
+fn element_key(slice: &Expr) -> Option<String> {
+    match slice {
+        Expr::Name(n) => Some(n.id.to_string()),
+        Expr::Constant(c) => match &c.value {
+            ast::Constant::Int(i) => Some(i.to_string()),
+            _ => None,
+        },
+        Expr::Tuple(t) => t
+            .elts
+            .iter()
+            .map(element_key)
+            .collect::<Option<Vec<_>>>()
+            .map(|parts| parts.join(",")),
+        _ => None,
+    }
 }
 
 /// Names that every iteration binds afresh before reading them: the first assignment of the
