@@ -16,7 +16,7 @@ pub use step::{
 };
 use values::TENSOR_ATTRS;
 pub use values::is_device_value;
-pub use values::{derives_from_host, is_host_scalar, is_sequence_literal};
+pub use values::{derives_from_host, is_host_scalar, is_sequence_literal, self_attr_values};
 
 use crate::semantic::Semantic;
 use crate::source::TextSize;

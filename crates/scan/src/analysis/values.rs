@@ -2,7 +2,7 @@
 
 use super::{Function, find_in_expr, is_self_attr};
 use crate::semantic::Semantic;
-use crate::source::ast::{self, Expr, ExprContext};
+use crate::source::ast::{self, Expr, ExprContext, Stmt};
 
 pub(super) const MAX_DEPTH: u32 = 4;
 
@@ -399,4 +399,39 @@ pub fn is_sequence_literal(func: &Function<'_>, expr: &Expr) -> bool {
         }
         _ => false,
     }
+}
+
+/// `self.<attr>` assignments in every method of `class_body`: the value and the method that
+/// assigns it (whose local names the value reads).
+pub fn self_attr_values<'a>(class_body: &'a [Stmt], attr: &str) -> Vec<(&'a Expr, Function<'a>)> {
+    let mut out = Vec::new();
+    for stmt in class_body {
+        let Some(method) = Function::new(stmt) else {
+            continue;
+        };
+        let mut all = Vec::new();
+        super::statements(method.body, &mut all);
+        for s in all {
+            let (targets, value): (&[Expr], &Expr) = match s {
+                Stmt::Assign(a) => (&a.targets, &a.value),
+                Stmt::AnnAssign(a) => match &a.value {
+                    Some(v) => (std::slice::from_ref(a.target.as_ref()), v),
+                    None => continue,
+                },
+                _ => continue,
+            };
+            if targets.iter().any(|t| is_self_attr_named(t, attr))
+                && let Some(func) = Function::new(stmt)
+            {
+                out.push((value, func));
+            }
+        }
+    }
+    out
+}
+
+/// `self.<attr>`.
+fn is_self_attr_named(expr: &Expr, attr: &str) -> bool {
+    matches!(expr, Expr::Attribute(a) if a.attr.as_str() == attr
+        && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self"))
 }

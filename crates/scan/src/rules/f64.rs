@@ -5,7 +5,7 @@
 //! (datasets, constructors); inside it the same conversion is `P_TGT`'s.
 
 mod fix;
-pub(crate) mod flow;
+mod flow;
 mod host;
 mod keep;
 
@@ -586,7 +586,7 @@ fn numpy_float64(
         // assigns to the attribute, and no method assigns it anything else.
         Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
         {
-            let values = flow::self_attr_values(func?.class_body()?, a.attr.as_str());
+            let values = analysis::self_attr_values(func?.class_body()?, a.attr.as_str());
             if values.is_empty() {
                 return None;
             }

@@ -492,7 +492,8 @@ fn is_tokenizer_call(expr: &Expr) -> bool {
 /// A helper outside the step code proper (a target builder the loss or training step calls)
 /// that takes a device tensor, pulls it to the host with `.cpu().numpy()`, and sends what it
 /// computes from it back to a device: one issue at each pull (of its inputs, and of the tensors
-/// it computes from them), with the tensors sent back in `related[]`. Data-loading code (datasets, collate functions) and setup code are left alone.
+/// it computes from them), with the tensors sent back in `related[]`. Data-loading code
+/// (datasets, collate functions) and setup code are left alone.
 fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> bool {
     let sem = cx.semantic();
     if in_data_code(sem) || sem.in_device_code() {
@@ -510,12 +511,16 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
     if !cx.slice(def.range()).contains("numpy") {
         return false;
     }
-    if analysis::find(func.body, |e| {
-        pulled_param(e).is_some_and(|n| func.is_param(n))
-    })
-    .is_empty()
-        || pins_cpu(func)
-    {
+    // Every pull, and whether it pulls one of the helper's inputs: a helper is a round trip only
+    // when it pulls an input.
+    let pulls: Vec<_> = analysis::find(func.body, |e| pulled_base(e).is_some())
+        .into_iter()
+        .map(|occ| {
+            let of_param = pulled_param(occ.expr).is_some_and(|n| func.is_param(n));
+            (occ, of_param)
+        })
+        .collect();
+    if !pulls.iter().any(|(_, of_param)| *of_param) || pins_cpu(func) {
         return false;
     }
     let back: Vec<_> = analysis::find(func.body, |e| is_to_tensor(sem, e))
@@ -540,8 +545,7 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         .collect();
     // Once the helper is a round trip, its other pulls (of tensors it computed from its
     // inputs on the device, returned to the caller as numpy) are syncs of the same call.
-    for occ in analysis::find(func.body, |e| pulled_base(e).is_some()) {
-        let of_param = pulled_param(occ.expr).is_some_and(|n| func.is_param(n));
+    for (occ, of_param) in pulls {
         let message = if of_param {
             "this helper pulls a device tensor to the host with `.cpu().numpy()`, computes on it and sends \
              the result back to the device, a host-device sync and two copies per call on the NPU; compute \
@@ -563,12 +567,8 @@ fn pins_cpu(func: &Function<'_>) -> bool {
     let Some(body) = func.class_body() else {
         return false;
     };
-    let values = super::f64::flow::self_attr_values(body, "device");
-    !values.is_empty()
-        && values.iter().all(|(v, _)| {
-            matches!(v, Expr::Constant(c)
-                if matches!(&c.value, crate::source::ast::Constant::Str(s) if s == "cpu"))
-        })
+    let values = analysis::self_attr_values(body, "device");
+    !values.is_empty() && values.iter().all(|(v, _)| moves::is_cpu_str(v))
 }
 
 /// A call that turns host data into a tensor (also through a `to_torch`/`to_torch_as` helper).

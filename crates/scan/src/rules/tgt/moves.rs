@@ -230,7 +230,7 @@ fn device_keyword(c: &ast::ExprCall) -> Option<&Expr> {
         .map(|k| &k.value)
 }
 
-fn is_cpu_str(e: &Expr) -> bool {
+pub(super) fn is_cpu_str(e: &Expr) -> bool {
     matches!(e, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s == "cpu"))
 }
 

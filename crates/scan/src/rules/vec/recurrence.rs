@@ -4,10 +4,12 @@
 use crate::analysis;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 
+/// What a tensor tells about itself without its values being read.
+const META: &[&str] = &["device", "dtype", "shape", "ndim"];
+
 /// `expr` reads the values of `name`, not only its metadata (`x.device`, `x.dtype`, `x.shape`):
 /// `pos[..., i] = ids.to(pos.device)` writes `pos` without depending on what it holds.
 fn reads_data(expr: &Expr, name: &str) -> bool {
-    const META: &[&str] = &["device", "dtype", "shape", "ndim"];
     let found = analysis::find_in_expr(expr);
     let reads = found
         .iter()
@@ -102,7 +104,7 @@ fn same_element(assign: &ast::StmtAssign, name: &str, loop_vars: &[&str]) -> boo
         .iter()
         .filter(|e| {
             matches!(e, Expr::Attribute(a)
-                if matches!(a.attr.as_str(), "shape" | "dtype" | "device" | "ndim") && element(&a.value))
+                if META.contains(&a.attr.as_str()) && element(&a.value))
         })
         .count();
     !grows && reads > 0 && reads == same && same > metadata
