@@ -174,14 +174,24 @@ impl Project {
                     return Some(key);
                 }
             }
-            // Then any project module whose dotted name ends with the candidate.
-            if let Some(paths) = self.modules.get(candidate)
-                && let Some(first) = paths.first()
-            {
-                return Some(first);
+            // Then any project module whose dotted name ends with the candidate: the one
+            // nearest the importing file (a repository holding several programs, each with
+            // its own `model/` package, imports its own).
+            if let Some(nearest) = self.modules.get(candidate).and_then(|paths| {
+                paths
+                    .iter()
+                    .min_by_key(|p| std::cmp::Reverse(shared_dirs(dir, p)))
+            }) {
+                return Some(nearest);
             }
         }
         None
+    }
+
+    /// `file` sits in a package (its directory has an `__init__.py`): a module, not a script.
+    pub fn in_package(&self, file: &str) -> bool {
+        file.rsplit_once('/')
+            .is_some_and(|(dir, _)| self.files.contains_key(&format!("{dir}/__init__.py")))
     }
 
     /// The project files `file` imports directly, sorted.
@@ -235,6 +245,20 @@ impl Project {
             }
         }
         seen
+    }
+
+    /// The program that running `file` starts trains: a file it reaches trains, or one builds
+    /// an optimizer and another steps it.
+    pub fn trains(&self, file: &str) -> bool {
+        self.index.get(file).is_some_and(|&i| {
+            let reach = self.reached(i);
+            program_trains(
+                self.files
+                    .values()
+                    .zip(&reach)
+                    .filter_map(|(f, &r)| r.then_some(f)),
+            )
+        })
     }
 
     /// Every entry point, sorted by file.
@@ -293,9 +317,7 @@ impl Project {
         };
         let uses_torch = reached().any(|f| f.uses_torch);
         let sets_up_npu = reached().any(|f| f.sets_up_npu);
-        // One file may build the optimizer and another step it (a trainer module).
-        let trains = reached().any(|f| f.trains)
-            || (reached().any(|f| f.builds_optimizer) && reached().any(|f| f.steps));
+        let trains = program_trains(reached());
         EntryPoint {
             file: path.to_owned(),
             line: anchor.line,
@@ -329,6 +351,23 @@ impl Project {
             .and_then(|f| f.notes.get(key))
             .map_or(&[], Vec::as_slice)
     }
+}
+
+/// Whether the files of a program train: one file trains, or one builds the optimizer and
+/// another steps it (a trainer module).
+fn program_trains<'f>(files: impl Iterator<Item = &'f FileFacts> + Clone) -> bool {
+    let mut files = files;
+    files.clone().any(|f| f.trains)
+        || (files.clone().any(|f| f.builds_optimizer) && files.any(|f| f.steps))
+}
+
+/// How many leading directories `dir` and the directory of `path` share.
+fn shared_dirs(dir: &str, path: &str) -> usize {
+    let path_dir = path.rsplit_once('/').map_or("", |(d, _)| d);
+    dir.split('/')
+        .zip(path_dir.split('/'))
+        .take_while(|(a, b)| !a.is_empty() && a == b)
+        .count()
 }
 
 #[cfg(test)]
@@ -374,5 +413,28 @@ mod tests {
                 "src/mypkg/models.py"
             ]
         );
+    }
+
+    #[test]
+    fn a_module_name_several_programs_define_resolves_to_the_nearest() {
+        let p = Project::new(
+            [
+                facts("RealCar/scripts/train.py", &[&["model.net"]]),
+                facts("RealCar/model/net.py", &[]),
+                facts("Sim/scripts/train.py", &[&["model.net"]]),
+                facts("Sim/model/net.py", &[]),
+                facts("tools/train.py", &[&["model.net"]]),
+            ],
+            vec![],
+            vec![],
+        );
+        let resolved = |file: &str| p.imports_of(file);
+        assert_eq!(
+            resolved("RealCar/scripts/train.py"),
+            ["RealCar/model/net.py"]
+        );
+        assert_eq!(resolved("Sim/scripts/train.py"), ["Sim/model/net.py"]);
+        // Neither is nearer: the first in path order, as before.
+        assert_eq!(resolved("tools/train.py"), ["RealCar/model/net.py"]);
     }
 }

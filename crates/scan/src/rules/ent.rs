@@ -250,12 +250,6 @@ impl Rule for EntryWithoutNpu {
     }
 }
 
-/// `file` sits in a package (its directory has an `__init__.py`): a module, not a script.
-fn in_package(project: &crate::project::Project, file: &str) -> bool {
-    file.rsplit_once('/')
-        .is_some_and(|(dir, _)| project.file(&format!("{dir}/__init__.py")).is_some())
-}
-
 /// Guard-less scripts: project files outside any package, with no entry marker, that run
 /// device work at module level (outside any function, class or main guard) and that no other
 /// project file imports, so running the file is what starts the program. Each is an entry
@@ -269,7 +263,7 @@ fn script_entries(
     for (file, facts) in project.files() {
         if !facts.entry_markers.is_empty()
             || is_test_or_setup(file)
-            || in_package(project, file)
+            || project.in_package(file)
             || importers
                 .get(file.as_str())
                 .is_some_and(|i| i.iter().any(|f| f != file))
@@ -385,7 +379,7 @@ fn is_library_module(
     entry_files: &BTreeSet<&str>,
 ) -> bool {
     let project = cx.project();
-    let defines_modules = in_package(project, file) || !cx.notes(file, MODULE_CLASS).is_empty();
+    let defines_modules = project.in_package(file) || !cx.notes(file, MODULE_CLASS).is_empty();
     imported_by
         .iter()
         .any(|importer| *importer != file && (defines_modules || !entry_files.contains(importer)))

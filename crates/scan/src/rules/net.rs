@@ -11,6 +11,7 @@
 
 use super::{Checker, ProjectChecker, Rule, RuleInfo};
 use crate::facts::EntryKind;
+use crate::project::Project;
 use crate::source::ast::{self, Expr, Ranged, Stmt};
 use issue_model::{Category, Severity};
 use std::collections::BTreeSet;
@@ -32,6 +33,12 @@ pub const RULE: RuleInfo = RuleInfo {
 
 /// A download call, with what it fetches.
 const DOWNLOAD: &str = "download";
+
+/// A weights-zoo constructor whose `pretrained=` is the enclosing function's parameter.
+const GATED_DOWNLOAD: &str = "gated-download";
+
+/// A project call asking for pretrained weights, with the callee's qualified name.
+const PRETRAINED_CALL: &str = "pretrained-call";
 
 /// Model constructors that fetch weights when asked for pretrained ones.
 const WEIGHT_ZOOS: &[&str] = &["torchvision.models.", "timm."];
@@ -98,10 +105,15 @@ impl Rule for RuntimeDownload {
         let Expr::Call(call) = expr else {
             return;
         };
-        if skipped_file(cx.path()) || has_keyword(call, "local_files_only") {
+        if skipped_file(cx.path()) || has_keyword(call, "local_files_only") || in_demo(cx) {
             return;
         }
         let Some(what) = download(cx, call) else {
+            if gated_weights(cx, call) {
+                cx.note(GATED_DOWNLOAD, expr.range(), "");
+            } else if let Some(callee) = asks_for_pretrained(cx, call) {
+                cx.note(PRETRAINED_CALL, expr.range(), callee);
+            }
             return;
         };
         if guarded(cx) {
@@ -119,7 +131,9 @@ impl Rule for RuntimeDownload {
             .collect();
         let mut reached: BTreeSet<&str> = entries
             .iter()
-            .flat_map(|e| project.reachable(&e.file))
+            .map(|e| e.file.as_str())
+            .chain(training_scripts(project))
+            .flat_map(|file| project.reachable(file))
             .collect();
         // A Hydra entry builds its objects from `_target_` strings in its configs, which imports
         // do not show: every module of the project that is no entry point of its own may be one.
@@ -138,6 +152,22 @@ impl Rule for RuntimeDownload {
                     .filter(|f| !own_entries.contains(f)),
             );
         }
+        for &file in &reached {
+            for site in cx.notes(file, PRETRAINED_CALL) {
+                let Some(download) = download_behind(cx, file, &site.note) else {
+                    continue;
+                };
+                let callee = site.note.rsplit('.').next().unwrap_or(&site.note);
+                let message = format!(
+                    "`{callee}(…)` is asked for pretrained weights, and the code it builds \
+                     downloads them from the network at run time ({download}); an offline NPU \
+                     cluster cannot reach it, so the run fails here first; fetch the weights \
+                     once into a local cache or directory and load them from there (TORCH_HOME, \
+                     HF_HUB_OFFLINE=1, a local path; see P_NET.md)"
+                );
+                cx.report(file, site, message);
+            }
+        }
         for file in reached {
             for site in cx.notes(file, DOWNLOAD) {
                 let message = format!(
@@ -151,6 +181,49 @@ impl Rule for RuntimeDownload {
             }
         }
     }
+}
+
+/// Where the module of `callee` (a project function or class, by qualified name) downloads,
+/// directly or through the project files it imports: a download, or a pretrained-weights
+/// constructor whose `pretrained=` is a parameter (`path:line`).
+fn download_behind(cx: &ProjectChecker<'_>, from_file: &str, callee: &str) -> Option<String> {
+    let project = cx.project();
+    let (module, _) = callee.rsplit_once('.')?;
+    let candidates = std::iter::successors(Some(module), |m| m.rsplit_once('.').map(|(p, _)| p))
+        .take(2)
+        .map(str::to_owned)
+        .collect();
+    let fact = crate::project::ImportFact {
+        candidates,
+        line: 0,
+    };
+    let defined_in = project.resolve_import(from_file, &fact)?;
+    project.reachable(defined_in).into_iter().find_map(|file| {
+        cx.notes(file, DOWNLOAD)
+            .iter()
+            .chain(cx.notes(file, GATED_DOWNLOAD))
+            .next()
+            .map(|site| format!("{file}:{}", site.line))
+    })
+}
+
+/// Guard-less training scripts: files outside any package, with no entry marker, that no
+/// other project file imports and whose program trains (builds an optimizer and steps it, or
+/// builds a trainer). Running such a file is what starts the training.
+fn training_scripts(project: &Project) -> Vec<&str> {
+    project
+        .files()
+        .iter()
+        .filter(|(file, facts)| {
+            facts.entry_markers.is_empty()
+                && facts.uses_torch
+                && !skipped_file(file)
+                && !project.in_package(file)
+                && project.importers_of(file).iter().all(|i| i == file)
+        })
+        .map(|(file, _)| file.as_str())
+        .filter(|file| project.trains(file))
+        .collect()
 }
 
 /// What the call downloads, if it is a download.
@@ -170,6 +243,9 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
         let id = literal_or_default(cx, id)?;
         return is_hub_id(&id)
             .then(|| format!("`from_pretrained(\"{id}\")` downloads the hub model"));
+    }
+    if let Some(what) = hub_loader(cx, call, &qualified) {
+        return Some(what);
     }
     // A torchvision weights enum member fetching its file: `weights.get_state_dict(progress=…)`.
     if let Expr::Attribute(attr) = call.func.as_ref()
@@ -211,6 +287,97 @@ fn pretrained_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
         };
     }
     call.args.first().is_some_and(is_true)
+}
+
+/// Hugging Face loaders that fetch from the hub by name: `datasets.load_dataset` of a hub
+/// dataset (not a packaged builder such as `json` reading local files), `transformers.pipeline`
+/// of a hub model (or of none: the task's default model), and `evaluate.load` of a metric.
+fn hub_loader(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<String> {
+    match qualified {
+        "datasets.load_dataset" => {
+            let name = call.args.first().or_else(|| keyword(call, "path"))?;
+            let name = literal_or_default(cx, name)?;
+            let bare_name = !name.is_empty()
+                && name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+            ((is_hub_id(&name) || bare_name) && !LOCAL_BUILDERS.contains(&name.as_str()))
+                .then(|| format!("`load_dataset(\"{name}\")` downloads the hub dataset"))
+        }
+        "transformers.pipeline" | "transformers.pipelines.pipeline" => {
+            match call.args.get(1).or_else(|| keyword(call, "model")) {
+                Some(model) => {
+                    let id = literal_or_default(cx, model)?;
+                    is_hub_id(&id)
+                        .then(|| format!("`pipeline(…, \"{id}\")` downloads the hub model"))
+                }
+                // No model anywhere, not even through `**kwargs`.
+                None if (call.args.len() == 1 || has_keyword(call, "task"))
+                    && call.keywords.iter().all(|k| k.arg.is_some()) =>
+                {
+                    Some(
+                        "`pipeline(…)` without a model downloads the task's default hub model"
+                            .to_owned(),
+                    )
+                }
+                None => None,
+            }
+        }
+        "evaluate.load" => {
+            let name = literal_or_default(cx, call.args.first()?)?;
+            (!name.starts_with(['/', '.', '~']) && extension(&name).is_none())
+                .then(|| format!("`evaluate.load(\"{name}\")` downloads the metric from the hub"))
+        }
+        _ => None,
+    }
+}
+
+/// `datasets` builders that read local files or objects rather than a hub dataset.
+const LOCAL_BUILDERS: &[&str] = &[
+    "json",
+    "csv",
+    "parquet",
+    "text",
+    "arrow",
+    "pandas",
+    "sql",
+    "xml",
+    "generator",
+    "imagefolder",
+    "audiofolder",
+    "videofolder",
+    "webdataset",
+    "spark",
+];
+
+/// A weights-zoo constructor whose `pretrained=` (or `weights=`) is a parameter of the
+/// enclosing function without a default that asks for weights: it downloads when a caller
+/// asks.
+fn gated_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
+    let qualified = cx.semantic().resolve(&call.func).unwrap_or_default();
+    WEIGHT_ZOOS.iter().any(|zoo| qualified.starts_with(zoo))
+        && ["pretrained", "weights"].iter().any(|k| {
+            keyword(call, k)
+                .is_some_and(|value| matches!(value, Expr::Name(_)) && is_parameter(cx, value))
+        })
+}
+
+/// A call of something other than a weights zoo with a literal `True` for a keyword naming
+/// pretrained weights (`pretrained=True`, `use_pretrained=True`): the qualified name of the
+/// callee, which the project hook looks up.
+fn asks_for_pretrained(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
+    let asks = call.keywords.iter().any(|k| {
+        k.arg
+            .as_ref()
+            .is_some_and(|a| a.as_str().contains("pretrained"))
+            && matches!(&k.value, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)))
+    });
+    if !asks {
+        return None;
+    }
+    cx.semantic()
+        .resolve(&call.func)
+        .filter(|q| q.contains('.') && !WEIGHT_ZOOS.iter().any(|zoo| q.starts_with(zoo)))
 }
 
 /// A file fetch by a URL reader: a literal URL naming a weights or data file, or a call inside
@@ -281,23 +448,31 @@ fn literal_or_default(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
     string(expr).or_else(|| param_default(cx, expr).and_then(string))
 }
 
+/// `expr` names a parameter of the enclosing function.
+fn is_parameter(cx: &Checker<'_>, expr: &Expr) -> bool {
+    parameter(cx, expr).is_some()
+}
+
 /// The default of the enclosing function's parameter that `expr` names.
 fn param_default<'a>(cx: &Checker<'a>, expr: &Expr) -> Option<&'a Expr> {
+    parameter(cx, expr)?.default.as_deref()
+}
+
+/// The parameter of the innermost enclosing function that `expr` names.
+fn parameter<'a>(cx: &Checker<'a>, expr: &Expr) -> Option<&'a ast::ArgWithDefault> {
     let Expr::Name(name) = expr else {
         return None;
     };
-    let function = cx.semantic().stmts().iter().rev().find_map(|s| match s {
-        Stmt::FunctionDef(f) => Some(&f.args),
-        Stmt::AsyncFunctionDef(f) => Some(&f.args),
+    let args = cx.semantic().stmts().iter().rev().find_map(|s| match s {
+        Stmt::FunctionDef(f) => Some(f.args.as_ref()),
+        Stmt::AsyncFunctionDef(f) => Some(f.args.as_ref()),
         _ => None,
     })?;
-    function
-        .posonlyargs
+    args.posonlyargs
         .iter()
-        .chain(&function.args)
-        .chain(&function.kwonlyargs)
+        .chain(&args.args)
+        .chain(&args.kwonlyargs)
         .find(|a| a.def.arg.as_str() == name.id.as_str())
-        .and_then(|a| a.default.as_deref())
 }
 
 fn keyword<'a>(call: &'a ast::ExprCall, name: &str) -> Option<&'a Expr> {
@@ -319,6 +494,20 @@ fn string(expr: &Expr) -> Option<String> {
         },
         _ => None,
     }
+}
+
+/// Inside a function that shows or tries something rather than trains (`print_feature_size`,
+/// `demo`, `plot_curves`, `visualize`): a user calls it by hand, the training never does.
+fn in_demo(cx: &Checker<'_>) -> bool {
+    cx.semantic().current_function().is_some_and(|f| {
+        let name = f.name.to_ascii_lowercase();
+        ["print_", "show_", "test_"]
+            .iter()
+            .any(|p| name.starts_with(p))
+            || ["demo", "example", "plot", "visuali"]
+                .iter()
+                .any(|w| name.contains(w))
+    })
 }
 
 /// Tests, docs, packaging, and the download or preparation scripts a user runs once.
@@ -423,6 +612,47 @@ mod tests {
             "import torch\n\nif __name__ == \"__main__\":\n    torch.save({}, \"m.pt\")\n";
         let found = scan_project(&[("train.py", plain_main), ("models/encoder.py", ENCODER)]);
         assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_guard_less_training_script_reaches_its_model() {
+        let script = "import torch\nfrom model.net import Net\n\n\
+            model = Net()\nopt = torch.optim.Adam(model.parameters())\n\
+            for x in range(3):\n    opt.step()\n";
+        let net = "import torchvision.models as models\n\n\
+            class Net:\n    def __init__(self):\n        self.m = models.resnet50(pretrained=True)\n";
+        let found = scan_project(&[("scripts/train.py", script), ("model/net.py", net)]);
+        assert_eq!(found, ["model/net.py:5"]);
+        // A script that never trains starts no training run.
+        let viewer = "import torch\nfrom model.net import Net\n\nmodel = Net()\nprint(model)\n";
+        let found = scan_project(&[("scripts/show.py", viewer), ("model/net.py", net)]);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn a_call_asking_for_pretrained_weights_of_a_project_model_is_reported() {
+        let zoo = "import torchvision\n\n\
+            def backbone(pretrained=False):\n    return torchvision.models.resnet18(pretrained=pretrained)\n";
+        let model = "from .zoo import backbone\n\n\
+            class Encoder:\n    def __init__(self, pretrained=False):\n        self.net = backbone(pretrained=pretrained)\n";
+        let main = "import torch\nfrom pkg.model import Encoder\n\n\
+            if __name__ == \"__main__\":\n    enc = Encoder(pretrained=True)\n    torch.save(enc, \"e.pt\")\n";
+        let files = [
+            ("pkg/__init__.py", ""),
+            ("pkg/zoo.py", zoo),
+            ("pkg/model.py", model),
+            ("train.py", main),
+        ];
+        assert_eq!(scan_project(&files), ["train.py:5"]);
+        // The same call of a model whose code downloads nothing (a local checkpoint).
+        let local = "import torch\n\n\
+            class Encoder:\n    def __init__(self, pretrained=False):\n        if pretrained:\n            torch.load(\"enc.pt\")\n";
+        let files = [
+            ("pkg/__init__.py", ""),
+            ("pkg/model.py", local),
+            ("train.py", main),
+        ];
+        assert!(scan_project(&files).is_empty());
     }
 
     #[test]
