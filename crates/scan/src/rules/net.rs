@@ -108,11 +108,12 @@ impl Rule for RuntimeDownload {
         if skipped_file(cx.path()) || has_keyword(call, "local_files_only") || in_demo(cx) {
             return;
         }
-        let Some(what) = download(cx, call) else {
-            if gated_weights(cx, call) {
+        let qualified = cx.semantic().resolve(&call.func).unwrap_or_default();
+        let Some(what) = download(cx, call, &qualified) else {
+            if gated_weights(cx, call, &qualified) {
                 cx.note(GATED_DOWNLOAD, expr.range(), "");
-            } else if let Some(callee) = asks_for_pretrained(cx, call) {
-                cx.note(PRETRAINED_CALL, expr.range(), callee);
+            } else if asks_for_pretrained(call, &qualified) {
+                cx.note(PRETRAINED_CALL, expr.range(), qualified);
             }
             return;
         };
@@ -226,9 +227,9 @@ fn training_scripts(project: &Project) -> Vec<&str> {
         .collect()
 }
 
-/// What the call downloads, if it is a download.
-fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
-    let qualified = cx.semantic().resolve(&call.func).unwrap_or_default();
+/// What the call downloads, if it is a download (`qualified`: the callee's resolved name, or
+/// empty).
+fn download(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<String> {
     if WEIGHT_ZOOS.iter().any(|zoo| qualified.starts_with(zoo)) {
         return pretrained_weights(cx, call)
             .then(|| format!("`{qualified}` downloads its weights"));
@@ -244,7 +245,7 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
         return is_hub_id(&id)
             .then(|| format!("`from_pretrained(\"{id}\")` downloads the hub model"));
     }
-    if let Some(what) = hub_loader(cx, call, &qualified) {
+    if let Some(what) = hub_loader(cx, call, qualified) {
         return Some(what);
     }
     // A torchvision weights enum member fetching its file: `weights.get_state_dict(progress=…)`.
@@ -256,7 +257,7 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
             "`get_state_dict` of a torchvision weights enum downloads its weights".to_owned(),
         );
     }
-    if FETCHERS.contains(&qualified.as_str()) {
+    if FETCHERS.contains(&qualified) {
         if qualified == "torch.hub.load"
             && keyword(call, "source").and_then(string).as_deref() == Some("local")
         {
@@ -264,7 +265,7 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
         }
         return Some(format!("`{qualified}` downloads a file"));
     }
-    if URL_READERS.contains(&qualified.as_str()) && fetches_a_file(cx, call) {
+    if URL_READERS.contains(&qualified) && fetches_a_file(cx, call) {
         return Some(format!("`{qualified}` downloads a file"));
     }
     None
@@ -297,11 +298,7 @@ fn hub_loader(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option
         "datasets.load_dataset" => {
             let name = call.args.first().or_else(|| keyword(call, "path"))?;
             let name = literal_or_default(cx, name)?;
-            let bare_name = !name.is_empty()
-                && name
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-            ((is_hub_id(&name) || bare_name) && !LOCAL_BUILDERS.contains(&name.as_str()))
+            ((is_hub_id(&name) || is_name_part(&name)) && !LOCAL_BUILDERS.contains(&name.as_str()))
                 .then(|| format!("`load_dataset(\"{name}\")` downloads the hub dataset"))
         }
         "transformers.pipeline" | "transformers.pipelines.pipeline" => {
@@ -353,8 +350,7 @@ const LOCAL_BUILDERS: &[&str] = &[
 /// A weights-zoo constructor whose `pretrained=` (or `weights=`) is a parameter of the
 /// enclosing function without a default that asks for weights: it downloads when a caller
 /// asks.
-fn gated_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
-    let qualified = cx.semantic().resolve(&call.func).unwrap_or_default();
+fn gated_weights(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> bool {
     WEIGHT_ZOOS.iter().any(|zoo| qualified.starts_with(zoo))
         && ["pretrained", "weights"].iter().any(|k| {
             keyword(call, k)
@@ -363,21 +359,16 @@ fn gated_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
 }
 
 /// A call of something other than a weights zoo with a literal `True` for a keyword naming
-/// pretrained weights (`pretrained=True`, `use_pretrained=True`): the qualified name of the
-/// callee, which the project hook looks up.
-fn asks_for_pretrained(cx: &Checker<'_>, call: &ast::ExprCall) -> Option<String> {
+/// pretrained weights (`pretrained=True`, `use_pretrained=True`), of a callee whose qualified
+/// name the project hook can look up.
+fn asks_for_pretrained(call: &ast::ExprCall, qualified: &str) -> bool {
     let asks = call.keywords.iter().any(|k| {
         k.arg
             .as_ref()
             .is_some_and(|a| a.as_str().contains("pretrained"))
             && matches!(&k.value, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)))
     });
-    if !asks {
-        return None;
-    }
-    cx.semantic()
-        .resolve(&call.func)
-        .filter(|q| q.contains('.') && !WEIGHT_ZOOS.iter().any(|zoo| q.starts_with(zoo)))
+    asks && qualified.contains('.') && !WEIGHT_ZOOS.iter().any(|zoo| qualified.starts_with(zoo))
 }
 
 /// A file fetch by a URL reader: a literal URL naming a weights or data file, or a call inside
@@ -404,11 +395,7 @@ fn is_hub_id(id: &str) -> bool {
         return false;
     }
     let parts: Vec<&str> = id.split('/').collect();
-    let well_formed = parts.iter().all(|p| {
-        !p.is_empty()
-            && p.chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-    });
+    let well_formed = parts.iter().all(|p| is_name_part(p));
     match parts.len() {
         2 => well_formed,
         // A canonical model name has a version digit or a dash (`gpt2`, `t5-small`); a bare
@@ -416,6 +403,14 @@ fn is_hub_id(id: &str) -> bool {
         1 => well_formed && id.contains(|c: char| c == '-' || c.is_ascii_digit()),
         _ => false,
     }
+}
+
+/// One component of a hub id: letters, digits, `-`, `_` and `.`, not empty.
+fn is_name_part(part: &str) -> bool {
+    !part.is_empty()
+        && part
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 /// The extension of a path or URL's last component.
