@@ -20,9 +20,13 @@ pub enum Flow {
 
 /// Methods that move a tensor to a device.
 const MOVES: &[&str] = &["to", "cuda", "npu", "type_as", "to_device"];
-/// Tensor methods whose arguments are shapes, dims or dtypes.
+/// Tensor methods whose arguments are shapes, dims or dtypes, or a tensor read for its shape
+/// only (`alpha.expand_as(x)`: the result keeps `alpha`'s device).
 const SHAPE_METHODS: &[&str] = &[
     "view",
+    "view_as",
+    "reshape_as",
+    "expand_as",
     "reshape",
     "expand",
     "repeat",

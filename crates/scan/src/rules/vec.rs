@@ -325,6 +325,9 @@ fn per_element(
                 if !batch || !indexes_with(sem, func, &f.body, var) {
                     return None;
                 }
+                if sized_tensor(bound).is_some_and(|t| moved_later(func.body, t, stmt.end())) {
+                    return None;
+                }
                 if is_recurrent(&f.body, &[var]) || indexes_own_attribute(&f.body, var) {
                     return None;
                 }
@@ -344,6 +347,13 @@ fn per_element(
             let mut vars = Vec::new();
             names_of(&f.target, &mut vars);
             if iterates_tensor(sem, func, &f.iter) {
+                let walked = match f.iter.as_ref() {
+                    Expr::Name(n) => Some(n.id.as_str()),
+                    _ => None,
+                };
+                if walked.is_some_and(|t| moved_later(func.body, t, stmt.end())) {
+                    return None;
+                }
                 if is_recurrent(&f.body, &vars)
                     || !(uses_rows(&f.body, &vars) || updates_at(&f.body, &vars))
                 {
@@ -372,7 +382,12 @@ fn per_element(
             }
         }
         Stmt::While(w) => {
-            if reads_device_tensor(sem, func, &w.test) {
+            // A condition over a tensor the function moves to the device only later reads
+            // host memory.
+            let host = analysis::find_in_expr(&w.test).iter().any(
+                |e| matches!(e, Expr::Name(n) if moved_later(func.body, n.id.as_str(), stmt.end())),
+            );
+            if !host && reads_device_tensor(sem, func, &w.test) {
                 Some(
                     "`while` condition reads a device tensor, a host sync per iteration".to_owned(),
                 )
@@ -524,6 +539,63 @@ fn range_bound(iter: &Expr) -> Option<&Expr> {
         [stop] | [_, stop] => Some(stop),
         _ => None,
     }
+}
+
+/// The local tensor whose size bounds a loop: `labels` of `labels.shape[0]`, `labels.size(0)`,
+/// `len(labels)`.
+fn sized_tensor(bound: &Expr) -> Option<&str> {
+    let base = match bound {
+        Expr::Subscript(s) => match s.value.as_ref() {
+            Expr::Attribute(a) if a.attr.as_str() == "shape" => a.value.as_ref(),
+            _ => return None,
+        },
+        Expr::Call(c) => match c.func.as_ref() {
+            Expr::Attribute(a) if a.attr.as_str() == "size" => a.value.as_ref(),
+            Expr::Name(n) if n.id.as_str() == "len" && c.args.len() == 1 => &c.args[0],
+            _ => return None,
+        },
+        _ => return None,
+    };
+    match base {
+        Expr::Name(n) => Some(n.id.as_str()),
+        _ => None,
+    }
+}
+
+/// The function moves the local tensor `name` to a device after `after` (`labels =
+/// labels.to(device)`, `model(x.cuda())`): until then it is a host tensor, built by the data
+/// pipeline, and a loop over it does host work, not NPU work. A cast (`.to(torch.float32)`,
+/// `.to(dtype=...)`) moves nothing.
+fn moved_later(body: &[Stmt], name: &str, after: crate::source::TextSize) -> bool {
+    let moves = |e: &Expr| {
+        let Expr::Call(c) = e else { return false };
+        let Expr::Attribute(m) = c.func.as_ref() else {
+            return false;
+        };
+        if !matches!(m.value.as_ref(), Expr::Name(n) if n.id.as_str() == name) {
+            return false;
+        }
+        match m.attr.as_str() {
+            "cuda" | "npu" => true,
+            "to" => {
+                let dtype = |a: &Expr| {
+                    matches!(a, Expr::Attribute(d) if matches!(
+                        d.attr.as_str(),
+                        "float" | "float16" | "float32" | "float64" | "half" | "bfloat16" | "double"
+                            | "long" | "int" | "int32" | "int64" | "bool" | "uint8"
+                    ))
+                };
+                c.args.first().is_some_and(|a| !dtype(a))
+                    || c.keywords
+                        .iter()
+                        .any(|k| k.arg.as_ref().is_some_and(|a| a.as_str() == "device"))
+            }
+            _ => false,
+        }
+    };
+    analysis::find(body, moves)
+        .iter()
+        .any(|occ| occ.expr.start() >= after)
 }
 
 /// The loop body indexes something that may be a tensor with `var` (not `self.layers[i]`,

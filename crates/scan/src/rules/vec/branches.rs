@@ -114,12 +114,33 @@ pub(super) fn branch_syncs(
                     .any(|p| sem.resolves_with_prefix(&c.func, p))
         })
     };
-    stmts
+    // `if torch.any(expired):`, `if not torch.equal(a, b):`, `if x.item():`: a test that is a
+    // torch reduction itself (Python's own `any(...)` is not one).
+    let bare_reduction = |test: &Expr| {
+        let mut test = test;
+        while let Expr::UnaryOp(u) = test
+            && matches!(u.op, crate::source::ast::UnaryOp::Not)
+        {
+            test = &u.operand;
+        }
+        let Expr::Call(c) = test else { return false };
+        // `torch.any(x)` takes a tensor whatever `x` is named: in the step, a device one.
+        ["torch.any", "torch.all", "torch.equal", "torch.allclose"]
+            .iter()
+            .any(|q| sem.resolves_to(&c.func, q))
+            || matches!(c.func.as_ref(), Expr::Attribute(m) if m.attr.as_str() == "item")
+                && reduces(test)
+    };
+    let mut found: Vec<(TextRange, &'static str)> = stmts
         .iter()
         .filter_map(|s| match s {
             Stmt::Assert(a) if reads_device(&a.test, true) => Some((
                 a.range(),
                 "`assert` on a tensor value in the step, a host sync every call",
+            )),
+            Stmt::If(i) if bare_reduction(&i.test) => Some((
+                i.test.range(),
+                "`if` on a tensor value in the step, a host sync every call",
             )),
             // Only an `if` that compares or converts a reduction: `if x.any():` alone is the
             // same sync, but so is much code that tests Python containers with `any`.
@@ -133,7 +154,51 @@ pub(super) fn branch_syncs(
             }
             _ => None,
         })
-        .collect()
+        .collect();
+    // `max(1, mask.sum())`, `range(n_valid.max() + 1)`: Python compares or counts with a
+    // tensor value, which it must first copy to the host.
+    for stmt in stmts {
+        let own: &[&Expr] = match stmt {
+            Stmt::Assign(a) => &[a.value.as_ref()],
+            Stmt::AugAssign(a) => &[a.value.as_ref()],
+            Stmt::Expr(e) => &[e.value.as_ref()],
+            Stmt::Return(r) => match &r.value {
+                Some(v) => &[v.as_ref()],
+                None => &[],
+            },
+            Stmt::For(f) => &[f.iter.as_ref()],
+            _ => &[],
+        };
+        for expr in own {
+            for e in analysis::find_in_expr(expr) {
+                let Expr::Call(c) = e else { continue };
+                let Expr::Name(n) = c.func.as_ref() else {
+                    continue;
+                };
+                let what = match n.id.as_str() {
+                    "max" | "min" if c.args.len() >= 2 => {
+                        "Python `max()`/`min()` compares a tensor value in the step, a host sync every call"
+                    }
+                    "range" => {
+                        "`range()` counts to a tensor value in the step, a host sync every call"
+                    }
+                    _ => continue,
+                };
+                if sem.resolve(&c.func).is_some() {
+                    continue;
+                }
+                let syncs = c.args.iter().any(|a| {
+                    let parts = analysis::find_in_expr(a);
+                    !parts.iter().any(|p| to_python(p))
+                        && parts.iter().any(|p| reduces(p) || reduced_name(p))
+                });
+                if syncs {
+                    found.push((c.range(), what));
+                }
+            }
+        }
+    }
+    found
 }
 
 /// A tensor of the step, seen through elementwise conversions and indexing (`typs.float()`,
