@@ -438,9 +438,86 @@ fn guarded(cx: &Checker<'_>) -> bool {
         })
 }
 
-/// A string literal, or a parameter of the enclosing function whose default is one.
+/// A string literal, a parameter of the enclosing function whose default is one, or a name the
+/// code binds to one literal only: a local (`name = "t5-small"`, then `from_pretrained(name)`)
+/// or an attribute of its own class (`self.model_name = "org/x"` in `__init__`).
 fn literal_or_default(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
-    string(expr).or_else(|| param_default(cx, expr).and_then(string))
+    string(expr)
+        .or_else(|| param_default(cx, expr).and_then(string))
+        .or_else(|| bound_constant(cx, expr))
+}
+
+/// The one string literal every assignment in its scope gives a local name (not a parameter)
+/// or a `self` attribute: the function for a name, the methods of the enclosing class for
+/// `self.x`. A name assigned anything else, or never, has no constant.
+fn bound_constant(cx: &Checker<'_>, expr: &Expr) -> Option<String> {
+    let stmts = cx.semantic().stmts();
+    let (scope, target): (Vec<&Stmt>, &Expr) = match expr {
+        Expr::Name(_) if !is_parameter(cx, expr) => {
+            let body = stmts.iter().rev().find_map(|s| match s {
+                Stmt::FunctionDef(f) => Some(f.body.as_slice()),
+                Stmt::AsyncFunctionDef(f) => Some(f.body.as_slice()),
+                _ => None,
+            })?;
+            let mut all = Vec::new();
+            crate::analysis::statements(body, &mut all);
+            (all, expr)
+        }
+        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
+        {
+            let class = stmts.iter().rev().find_map(|s| match s {
+                Stmt::ClassDef(c) => Some(c),
+                _ => None,
+            })?;
+            let mut all = Vec::new();
+            for item in &class.body {
+                let body = match item {
+                    Stmt::FunctionDef(f) => f.body.as_slice(),
+                    Stmt::AsyncFunctionDef(f) => f.body.as_slice(),
+                    _ => continue,
+                };
+                crate::analysis::statements(body, &mut all);
+            }
+            (all, expr)
+        }
+        _ => return None,
+    };
+    let same = |t: &Expr| match (t, target) {
+        (Expr::Name(a), Expr::Name(b)) => a.id == b.id,
+        (Expr::Attribute(a), Expr::Attribute(b)) => {
+            a.attr == b.attr && matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")
+        }
+        _ => false,
+    };
+    let mut value = None;
+    for stmt in scope {
+        let (targets, bound): (Vec<&Expr>, Option<&Expr>) = match stmt {
+            Stmt::Assign(a) => (a.targets.iter().collect(), Some(a.value.as_ref())),
+            Stmt::AnnAssign(a) => (vec![a.target.as_ref()], a.value.as_deref()),
+            Stmt::AugAssign(a) => (vec![a.target.as_ref()], None),
+            Stmt::For(f) => (vec![f.target.as_ref()], None),
+            _ => continue,
+        };
+        let mut flat = Vec::new();
+        for t in targets {
+            match t {
+                Expr::Tuple(t) => flat.extend(t.elts.iter()),
+                Expr::List(l) => flat.extend(l.elts.iter()),
+                t => flat.push(t),
+            }
+        }
+        for t in flat {
+            if !same(t) {
+                continue;
+            }
+            let literal = bound.and_then(string)?;
+            if value.as_ref().is_some_and(|v| v != &literal) {
+                return None;
+            }
+            value = Some(literal);
+        }
+    }
+    value
 }
 
 /// `expr` names a parameter of the enclosing function.
@@ -568,6 +645,27 @@ mod tests {
     }
 
     /// The `P_NET` findings of a project written from `(path, text)` pairs, as `file:line`.
+    #[test]
+    fn a_name_bound_to_one_hub_id_literal_is_that_hub_id() {
+        let main = "import torch\nfrom model.text import Encoder\n\n\
+            if __name__ == \"__main__\":\n    Encoder()\n    torch.cuda.set_device(0)\n";
+        let text = "from transformers import AutoModel, AutoTokenizer\n\n\
+            class Encoder:\n\
+            \x20   def __init__(self, path=None):\n\
+            \x20       self.name = \"distilbert-base-uncased\"\n\
+            \x20       self.tok = AutoTokenizer.from_pretrained(self.name)\n\
+            \x20       local = \"t5-small\"\n\
+            \x20       self.lm = AutoModel.from_pretrained(local)\n\
+            \x20       other = \"t5-small\"\n\
+            \x20       if path:\n\
+            \x20           other = path\n\
+            \x20       self.alt = AutoModel.from_pretrained(other)\n\
+            \x20       self.ckpt = AutoModel.from_pretrained(path)\n";
+        let found = scan_project(&[("train.py", main), ("model/text.py", text)]);
+        // `other` is also bound to the caller's path, `path` has no literal default.
+        assert_eq!(found, ["model/text.py:6", "model/text.py:8"]);
+    }
+
     fn scan_project(files: &[(&str, &str)]) -> Vec<String> {
         let dir = tempfile::tempdir().unwrap();
         for (path, text) in files {
