@@ -90,7 +90,12 @@ pub fn annotated_tensor(func: &Function<'_>, name: &str) -> bool {
 
 /// A tensor type: `torch.Tensor`, `LongTensor`, and the optional forms model code writes for
 /// keyword inputs (`Optional[torch.Tensor]`, `Union[Tensor, None]`, `torch.Tensor | None`).
+/// A union that admits a sequence (`list[Tensor] | Tensor`, `Union[Tensor, List[Tensor]]`) is
+/// not: such code makes a list of the single tensor and walks the list.
 pub fn is_tensor_annotation(annotation: &Expr) -> bool {
+    if admits_sequence(annotation) {
+        return false;
+    }
     match annotation {
         Expr::Subscript(s)
             if matches!(
@@ -108,6 +113,36 @@ pub fn is_tensor_annotation(annotation: &Expr) -> bool {
         }
         other => crate::semantic::dotted(other).ends_with("Tensor"),
     }
+}
+
+/// A union annotation with a sequence member: `list[Tensor] | Tensor`, `Union[Tensor, Sequence[Tensor]]`.
+fn admits_sequence(annotation: &Expr) -> bool {
+    let sequence = |e: &Expr| {
+        let base = match e {
+            Expr::Subscript(s) => s.value.as_ref(),
+            other => other,
+        };
+        matches!(
+            crate::semantic::dotted(base).rsplit('.').next(),
+            Some("list" | "List" | "tuple" | "Tuple" | "Sequence" | "Iterable")
+        )
+    };
+    let members: Vec<&Expr> = match annotation {
+        Expr::Subscript(s)
+            if matches!(
+                crate::semantic::dotted(&s.value).rsplit('.').next(),
+                Some("Optional" | "Union")
+            ) =>
+        {
+            match s.slice.as_ref() {
+                Expr::Tuple(t) => t.elts.iter().collect(),
+                one => vec![one],
+            }
+        }
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => vec![&b.left, &b.right],
+        _ => return false,
+    };
+    members.iter().any(|m| sequence(m) || admits_sequence(m))
 }
 
 /// A local bound to a list comprehension that takes one tensor from each row of a batch

@@ -436,8 +436,24 @@ pub(super) fn item_per_element(
     })
 }
 
+/// `model.parameters()`, `self.named_parameters()`, also through `enumerate`/`zip`/`list`/
+/// `filter`: one iteration per parameter tensor.
+pub(super) fn walks_parameters(iter: &Expr) -> bool {
+    let Expr::Call(c) = iter else { return false };
+    match analysis::last_name_of(c.func.as_ref()) {
+        "parameters" | "named_parameters" => matches!(c.func.as_ref(), Expr::Attribute(_)),
+        "enumerate" | "list" | "tuple" | "zip" | "filter" | "reversed" => {
+            c.args.iter().any(walks_parameters)
+        }
+        _ => false,
+    }
+}
+
 /// An iterable whose trip count is the batch or the elements.
 fn element_iterable(sem: &Semantic<'_>, func: &Function<'_>, iter: &Expr) -> bool {
+    if walks_parameters(iter) {
+        return true;
+    }
     if let Some(bound) = super::range_bound(iter) {
         let len_of_local = matches!(bound, Expr::Call(c)
             if matches!(c.func.as_ref(), Expr::Name(n) if n.id.as_str() == "len")
@@ -574,9 +590,6 @@ fn comprehension(
     };
     let g = generators.first()?;
     let walk = walks(sem, func, &g.iter);
-    if walk == Walk::Fixed {
-        return None;
-    }
     let mut vars = Vec::new();
     names_of(&g.target, &mut vars);
     if vars.is_empty() {
@@ -587,6 +600,29 @@ fn comprehension(
             .any(|e| analysis::find_in_expr(e).iter().any(|x| pred(x)))
     };
     let reads_var = |e: &Expr| vars.iter().any(|v| analysis::reads(e, v));
+    // `[p.grad.norm().item() for p in model.parameters()]`: one sync per parameter tensor, a
+    // few hundred per step in a real model.
+    if walk == Walk::Fixed {
+        let per_parameter = walks_parameters(&g.iter)
+            && inner(&|x: &Expr| {
+                is_item_call(x)
+                    && matches!(x, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a) if reads_var(&a.value)))
+            });
+        return per_parameter.then(|| {
+            "`.item()` per parameter tensor in a comprehension, a host sync per parameter"
+                .to_owned()
+        });
+    }
+    // `[torch.cat(clip) for clip in clips]`: each element is itself a sequence of tensors,
+    // so the comprehension walks a list (clips, views), not the rows of a tensor.
+    let joins_element = inner(&|x: &Expr| {
+        matches!(x, Expr::Call(c)
+            if sem.matches(&c.func, &["torch.cat", "torch.stack", "torch.concat", "torch.concatenate", "torch.vstack", "torch.hstack"])
+                && c.args.first().is_some_and(|a| matches!(a, Expr::Name(n) if vars.contains(&n.id.as_str()))))
+    });
+    if joins_element {
+        return None;
+    }
     let item = inner(&|x: &Expr| {
         is_item_call(x)
             && matches!(x, Expr::Call(c) if matches!(c.func.as_ref(), Expr::Attribute(a)
