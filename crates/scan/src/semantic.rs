@@ -199,6 +199,14 @@ impl<'a> Semantic<'a> {
         })
     }
 
+    /// The body of the class the file defines at top level under `name`, if any.
+    pub fn module_class(&self, name: &str) -> Option<&'a [Stmt]> {
+        self.module_body.iter().rev().find_map(|stmt| match stmt {
+            Stmt::ClassDef(c) if c.name.as_str() == name => Some(c.body.as_slice()),
+            _ => None,
+        })
+    }
+
     /// Let classes derive from the project's module classes of other files.
     pub fn set_project_modules(&mut self, modules: &'a ModuleClasses) {
         self.project_modules = Some(modules);

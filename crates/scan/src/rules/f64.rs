@@ -582,6 +582,57 @@ fn numpy_float64(
         Expr::UnaryOp(u) => numpy_float64(sem, func, &u.operand, depth + 1),
         // `table[idx]`, `self.obs[batch_idx]`: indexing keeps the dtype.
         Expr::Subscript(s) => numpy_float64(sem, func, &s.value, depth + 1),
+        // An attribute of an object the function builds: `obs_rms.mean` of a running-statistics
+        // object of gym, gymnasium, Stable-Baselines3 or baselines (their `RunningMeanStd` keeps
+        // `mean` and `var` in float64, `np.zeros(shape, "float64")` in its `__init__`), or
+        // `buf.obs` of a class this file defines whose methods assign the attribute a float64
+        // array (a replay buffer's `np.zeros((size, dim))`) and nothing else.
+        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() != "self") =>
+        {
+            let Expr::Name(n) = a.value.as_ref() else {
+                return None;
+            };
+            let values: Vec<&Expr> = func?.assigned_before(n.id.as_str(), n.start()).collect();
+            if values.is_empty() {
+                return None;
+            }
+            let kinds: Vec<Option<NumpyF64>> = values
+                .iter()
+                .map(|v| {
+                    let Expr::Call(c) = v else { return None };
+                    if sem.matches(&c.func, RUNNING_MEAN_STD) {
+                        return matches!(a.attr.as_str(), "mean" | "var")
+                            .then_some(NumpyF64::Explicit);
+                    }
+                    let Expr::Name(class) = c.func.as_ref() else {
+                        return None;
+                    };
+                    let body = sem.module_class(class.id.as_str())?;
+                    let assigned = analysis::self_attr_values(body, a.attr.as_str());
+                    if assigned.is_empty() {
+                        return None;
+                    }
+                    let kinds: Vec<Option<NumpyF64>> = assigned
+                        .iter()
+                        .map(|(v, f)| numpy_float64(sem, Some(f), v, depth + 1))
+                        .collect();
+                    if kinds.iter().any(Option::is_none) {
+                        return None;
+                    }
+                    kinds
+                        .into_iter()
+                        .flatten()
+                        .min_by_key(|k| *k == NumpyF64::Default)
+                })
+                .collect();
+            if kinds.iter().any(Option::is_none) {
+                return None;
+            }
+            kinds
+                .into_iter()
+                .flatten()
+                .min_by_key(|k| *k == NumpyF64::Default)
+        }
         // `self.obs`, a float64 array that a method of the class (`__init__`, typically)
         // assigns to the attribute, and no method assigns it anything else.
         Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
@@ -605,6 +656,15 @@ fn numpy_float64(
         _ => None,
     }
 }
+
+/// Running mean/variance trackers whose `mean` and `var` are float64 numpy arrays.
+const RUNNING_MEAN_STD: &[&str] = &[
+    "gym.wrappers.normalize.RunningMeanStd",
+    "gymnasium.wrappers.normalize.RunningMeanStd",
+    "gymnasium.wrappers.utils.RunningMeanStd",
+    "stable_baselines3.common.running_mean_std.RunningMeanStd",
+    "baselines.common.running_mean_std.RunningMeanStd",
+];
 
 /// numpy functions whose result has the dtype of their (first) array argument.
 const NUMPY_KEEP_DTYPE: &[&str] = &[
