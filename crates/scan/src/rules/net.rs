@@ -234,6 +234,13 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<S
         return pretrained_weights(cx, call)
             .then(|| format!("`{qualified}` downloads its weights"));
     }
+    // efficientnet_pytorch fetches the ImageNet weights of the named model from its release
+    // URLs unless given `weights_path=` (`load_pretrained_weights` calls `model_zoo.load_url`).
+    if qualified == "efficientnet_pytorch.EfficientNet.from_pretrained"
+        && !has_keyword(call, "weights_path")
+    {
+        return Some(format!("`{qualified}` downloads its weights"));
+    }
     if let Expr::Attribute(attr) = call.func.as_ref()
         && attr.attr.as_str() == "from_pretrained"
     {
@@ -664,6 +671,20 @@ mod tests {
         let found = scan_project(&[("train.py", main), ("model/text.py", text)]);
         // `other` is also bound to the caller's path, `path` has no literal default.
         assert_eq!(found, ["model/text.py:6", "model/text.py:8"]);
+    }
+
+    #[test]
+    fn efficientnet_from_pretrained_downloads_unless_given_a_weights_path() {
+        let main = "import torch\nfrom model.enc import Encoder\n\n\
+            if __name__ == \"__main__\":\n    Encoder(None)\n    torch.cuda.set_device(0)\n";
+        let enc = "from efficientnet_pytorch import EfficientNet\n\n\
+            class Encoder:\n\
+            \x20   def __init__(self, cfg):\n\
+            \x20       self.a = EfficientNet.from_pretrained(cfg.name)\n\
+            \x20       self.b = EfficientNet.from_pretrained(cfg.name, weights_path=cfg.path)\n\
+            \x20       self.c = EfficientNet.from_name(cfg.name)\n";
+        let found = scan_project(&[("train.py", main), ("model/enc.py", enc)]);
+        assert_eq!(found, ["model/enc.py:5"]);
     }
 
     fn scan_project(files: &[(&str, &str)]) -> Vec<String> {
