@@ -145,6 +145,7 @@ impl Rule for DeviceAssumption {
                 let Some(message) = compare(cx.semantic(), cmp).filter(|_| {
                     !gates_cuda_only_path(cx.semantic(), expr)
                         && !is_hint(cx.semantic(), expr, "non_blocking")
+                        && !selects_fused_optimizer(cx.semantic(), expr)
                 }) else {
                     return;
                 };
@@ -355,6 +356,24 @@ fn only_precision_hints(sem: &Semantic<'_>, body: &[Stmt]) -> bool {
 /// (`non_blocking=x.device.type == "cuda"`, `pin_memory=device.type == "cuda"`). As
 /// `non_blocking=`, false on the NPU only makes one copy synchronous: not reported. As
 /// `pin_memory=` (a `DataLoader`'s), it turns pinned memory off for the whole run: reported.
+/// The comparison decides whether an optimizer runs its fused CUDA implementation: it is in
+/// the value of a `fused=` keyword, or of a name about it (`use_fused = fused_available and
+/// device_type == "cuda"`). On the NPU the optimizer then runs its plain implementation, which
+/// is the capability check's fallback, not a failure.
+fn selects_fused_optimizer(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let within = |outer: &Expr| outer.range().contains_range(expr.range());
+    let keyword = sem.exprs().iter().any(|e| {
+        matches!(e, Expr::Call(c) if c.keywords.iter().any(|k| {
+            k.arg.as_ref().is_some_and(|a| a.as_str() == "fused") && within(&k.value)
+        }))
+    });
+    let assigned = matches!(sem.stmts().last(), Some(ast::Stmt::Assign(a))
+        if within(&a.value)
+            && matches!(a.targets.as_slice(), [Expr::Name(n)]
+                if n.id.as_str().to_ascii_lowercase().contains("fused")));
+    keyword || assigned
+}
+
 fn is_hint(sem: &Semantic<'_>, expr: &Expr, keyword: &str) -> bool {
     matches!(sem.parent_expr(), Some(Expr::Call(c)) if c.keywords.iter().any(|k| {
         std::ptr::eq(std::ptr::from_ref(&k.value), expr)
