@@ -96,6 +96,14 @@ pub fn is_tensor_annotation(annotation: &Expr) -> bool {
     if admits_sequence(annotation) {
         return false;
     }
+    match union_members(annotation) {
+        Some(members) => members.into_iter().any(is_tensor_annotation),
+        None => crate::semantic::dotted(annotation).ends_with("Tensor"),
+    }
+}
+
+/// The members of a union annotation: `Optional[T]`, `Union[A, B]`, `A | B`.
+fn union_members(annotation: &Expr) -> Option<Vec<&Expr>> {
     match annotation {
         Expr::Subscript(s)
             if matches!(
@@ -103,15 +111,13 @@ pub fn is_tensor_annotation(annotation: &Expr) -> bool {
                 Some("Optional" | "Union")
             ) =>
         {
-            match s.slice.as_ref() {
-                Expr::Tuple(t) => t.elts.iter().any(is_tensor_annotation),
-                one => is_tensor_annotation(one),
-            }
+            Some(match s.slice.as_ref() {
+                Expr::Tuple(t) => t.elts.iter().collect(),
+                one => vec![one],
+            })
         }
-        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => {
-            is_tensor_annotation(&b.left) || is_tensor_annotation(&b.right)
-        }
-        other => crate::semantic::dotted(other).ends_with("Tensor"),
+        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => Some(vec![&b.left, &b.right]),
+        _ => None,
     }
 }
 
@@ -127,22 +133,8 @@ fn admits_sequence(annotation: &Expr) -> bool {
             Some("list" | "List" | "tuple" | "Tuple" | "Sequence" | "Iterable")
         )
     };
-    let members: Vec<&Expr> = match annotation {
-        Expr::Subscript(s)
-            if matches!(
-                crate::semantic::dotted(&s.value).rsplit('.').next(),
-                Some("Optional" | "Union")
-            ) =>
-        {
-            match s.slice.as_ref() {
-                Expr::Tuple(t) => t.elts.iter().collect(),
-                one => vec![one],
-            }
-        }
-        Expr::BinOp(b) if matches!(b.op, ast::Operator::BitOr) => vec![&b.left, &b.right],
-        _ => return false,
-    };
-    members.iter().any(|m| sequence(m) || admits_sequence(m))
+    union_members(annotation)
+        .is_some_and(|members| members.iter().any(|m| sequence(m) || admits_sequence(m)))
 }
 
 /// A local bound to a list comprehension that takes one tensor from each row of a batch

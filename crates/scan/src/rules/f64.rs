@@ -563,17 +563,10 @@ fn numpy_float64(
         Expr::Name(n) => {
             let func = func?;
             // The assignments before this read (`w = torch.from_numpy(w)` later rebinds it).
-            let kinds: Vec<Option<NumpyF64>> = func
-                .assigned_before(n.id.as_str(), n.start())
-                .map(|v| numpy_float64(sem, Some(func), v, depth + 1))
-                .collect();
-            if kinds.is_empty() || kinds.iter().any(Option::is_none) {
-                return None;
-            }
-            kinds
-                .into_iter()
-                .flatten()
-                .min_by_key(|k| *k == NumpyF64::Default)
+            every_float64(
+                func.assigned_before(n.id.as_str(), n.start())
+                    .map(|v| numpy_float64(sem, Some(func), v, depth + 1)),
+            )
         }
         // `w / w.sum()`, `0.5 * table`: arithmetic keeps (or makes) float64.
         Expr::BinOp(b) => numpy_float64(sem, func, &b.left, depth + 1)
@@ -592,69 +585,47 @@ fn numpy_float64(
             let Expr::Name(n) = a.value.as_ref() else {
                 return None;
             };
-            let values: Vec<&Expr> = func?.assigned_before(n.id.as_str(), n.start()).collect();
-            if values.is_empty() {
-                return None;
-            }
-            let kinds: Vec<Option<NumpyF64>> = values
-                .iter()
-                .map(|v| {
-                    let Expr::Call(c) = v else { return None };
-                    if sem.matches(&c.func, RUNNING_MEAN_STD) {
-                        return matches!(a.attr.as_str(), "mean" | "var")
-                            .then_some(NumpyF64::Explicit);
-                    }
-                    let Expr::Name(class) = c.func.as_ref() else {
-                        return None;
-                    };
-                    let body = sem.module_class(class.id.as_str())?;
-                    let assigned = analysis::self_attr_values(body, a.attr.as_str());
-                    if assigned.is_empty() {
-                        return None;
-                    }
-                    let kinds: Vec<Option<NumpyF64>> = assigned
-                        .iter()
-                        .map(|(v, f)| numpy_float64(sem, Some(f), v, depth + 1))
-                        .collect();
-                    if kinds.iter().any(Option::is_none) {
-                        return None;
-                    }
-                    kinds
-                        .into_iter()
-                        .flatten()
-                        .min_by_key(|k| *k == NumpyF64::Default)
-                })
-                .collect();
-            if kinds.iter().any(Option::is_none) {
-                return None;
-            }
-            kinds
-                .into_iter()
-                .flatten()
-                .min_by_key(|k| *k == NumpyF64::Default)
+            every_float64(func?.assigned_before(n.id.as_str(), n.start()).map(|v| {
+                let Expr::Call(c) = v else { return None };
+                if sem.matches(&c.func, RUNNING_MEAN_STD) {
+                    return matches!(a.attr.as_str(), "mean" | "var").then_some(NumpyF64::Explicit);
+                }
+                let Expr::Name(class) = c.func.as_ref() else {
+                    return None;
+                };
+                let body = sem.module_class(class.id.as_str())?;
+                self_attr_float64(sem, body, a.attr.as_str(), depth)
+            }))
         }
         // `self.obs`, a float64 array that a method of the class (`__init__`, typically)
         // assigns to the attribute, and no method assigns it anything else.
-        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") =>
-        {
-            let values = analysis::self_attr_values(func?.class_body()?, a.attr.as_str());
-            if values.is_empty() {
-                return None;
-            }
-            let kinds: Vec<Option<NumpyF64>> = values
-                .iter()
-                .map(|(v, f)| numpy_float64(sem, Some(f), v, depth + 1))
-                .collect();
-            if kinds.iter().any(Option::is_none) {
-                return None;
-            }
-            kinds
-                .into_iter()
-                .flatten()
-                .min_by_key(|k| *k == NumpyF64::Default)
+        Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {
+            self_attr_float64(sem, func?.class_body()?, a.attr.as_str(), depth)
         }
         _ => None,
     }
+}
+
+/// What a set of values agrees on: float64 when every one is (explicitly so when any one is),
+/// nothing when one is not or there are none.
+fn every_float64(kinds: impl IntoIterator<Item = Option<NumpyF64>>) -> Option<NumpyF64> {
+    let kinds: Option<Vec<NumpyF64>> = kinds.into_iter().collect();
+    kinds?.into_iter().min_by_key(|k| *k == NumpyF64::Default)
+}
+
+/// `self.<attr>` of the class `class_body`: float64 when every method that assigns it assigns a
+/// float64 array.
+fn self_attr_float64(
+    sem: &Semantic<'_>,
+    class_body: &[Stmt],
+    attr: &str,
+    depth: u32,
+) -> Option<NumpyF64> {
+    every_float64(
+        analysis::self_attr_values(class_body, attr)
+            .iter()
+            .map(|(v, f)| numpy_float64(sem, Some(f), v, depth + 1)),
+    )
 }
 
 /// Running mean/variance trackers whose `mean` and `var` are float64 numpy arrays.

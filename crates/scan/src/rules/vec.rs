@@ -196,18 +196,7 @@ impl Rule for PerElementLoop {
 /// block) is opt-in and not counted;
 /// numpy's and `math`'s checks run on host values.
 fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
-    let is_check = |e: &Expr| {
-        let Expr::Call(c) = e else { return false };
-        let name = analysis::last_name_of(&c.func);
-        matches!(
-            name,
-            "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf"
-        ) && match sem.resolve(&c.func) {
-            Some(q) => q.starts_with("torch."),
-            // `x.isnan()`: a tensor method.
-            None => matches!(c.func.as_ref(), Expr::Attribute(_)),
-        }
-    };
+    let is_check = |e: &Expr| is_nan_check(sem, e);
     let guarded = |test: &Expr| match test {
         Expr::BoolOp(b) if matches!(b.op, crate::source::ast::BoolOp::And) => b
             .values
@@ -237,6 +226,20 @@ fn nan_guards(sem: &Semantic<'_>, stmts: &[&Stmt]) -> Vec<TextRange> {
         .map(|test| test.range())
         .filter(|range| !opt_in.iter().any(|body| body.contains_range(*range)))
         .collect()
+}
+
+/// A torch NaN/Inf check: `torch.isnan(x)`, `x.isfinite()`; numpy's and `math`'s are not.
+fn is_nan_check(sem: &Semantic<'_>, e: &Expr) -> bool {
+    let Expr::Call(c) = e else { return false };
+    let name = analysis::last_name_of(&c.func);
+    matches!(
+        name,
+        "isnan" | "isinf" | "isfinite" | "isneginf" | "isposinf"
+    ) && match sem.resolve(&c.func) {
+        Some(q) => q.starts_with("torch."),
+        // `x.isnan()`: a tensor method.
+        None => matches!(c.func.as_ref(), Expr::Attribute(_)),
+    }
 }
 
 /// A plain flag: a name or attribute (`safe_merge`, `self.cfg.debug`), or `not` one.

@@ -125,10 +125,10 @@ pub(super) fn branch_syncs(
         }
         let Expr::Call(c) = test else { return false };
         // NaN/Inf checks (`torch.any(torch.isnan(x))`) are [`super::nan_guards`]'s.
-        let nan_check = analysis::find_in_expr(test).iter().any(|e| {
-            matches!(e, Expr::Call(n) if matches!(analysis::last_name_of(&n.func), "isnan" | "isinf" | "isfinite"))
-        });
-        if nan_check {
+        if analysis::find_in_expr(test)
+            .iter()
+            .any(|e| super::is_nan_check(sem, e))
+        {
             return false;
         }
         // `torch.any(x)` takes a tensor whatever `x` is named: in the step, a device one.
