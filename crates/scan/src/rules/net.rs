@@ -57,6 +57,36 @@ const FETCHERS: &[&str] = &[
     "wget.download",
     "gdown.download",
     "gdown.download_folder",
+    // allenai's `prior` clones its datasets and models from GitHub (git-lfs) into ~/.prior
+    // (README of allenai/prior: "prior.load_dataset(\"procthor-10k\")").
+    "prior.load_dataset",
+    "prior.load_model",
+];
+
+/// Schemes that name a model on the Hugging Face hub in a model-name string
+/// (`open_clip.create_model("hf-hub:org/name")`, `timm.create_model("hf_hub:org/name")`).
+const HUB_SCHEMES: &[&str] = &["hf-hub:", "hf_hub:"];
+
+/// The model names that `clip.load` (the `clip` package) fetches from its release URLs into `~/.cache/clip`
+/// (`clip.available_models()`); any other name is read as a local checkpoint path.
+const OPENAI_CLIP_MODELS: &[&str] = &[
+    "RN50",
+    "RN101",
+    "RN50x4",
+    "RN50x16",
+    "RN50x64",
+    "ViT-B/32",
+    "ViT-B/16",
+    "ViT-L/14",
+    "ViT-L/14@336px",
+];
+
+/// The model factories of `open_clip`: a `pretrained=` tag (`"openai"`, `"laion2b_s34b_b79k"`)
+/// downloads the tagged weights; a file path loads a local checkpoint.
+const OPEN_CLIP_FACTORIES: &[&str] = &[
+    "create_model",
+    "create_model_and_transforms",
+    "create_model_from_pretrained",
 ];
 
 /// URL readers: a download only when they fetch a file (a literal URL of a model or data
@@ -128,7 +158,7 @@ impl Rule for RuntimeDownload {
         let entries: Vec<_> = project
             .entry_points()
             .into_iter()
-            .filter(|e| e.uses_torch && !skipped_file(&e.file))
+            .filter(|e| e.uses_torch && !preparation_file(&e.file))
             .collect();
         let mut reached: BTreeSet<&str> = entries
             .iter()
@@ -153,6 +183,11 @@ impl Rule for RuntimeDownload {
                     .filter(|f| !own_entries.contains(f)),
             );
         }
+        // A preparation script runs once by hand; a module with such a name that other project
+        // files import (`preprocessors.py` of a model) is training code.
+        reached.retain(|file| {
+            !preparation_file(file) || project.importers_of(file).iter().any(|i| i != file)
+        });
         for &file in &reached {
             for site in cx.notes(file, PRETRAINED_CALL) {
                 let Some(download) = download_behind(cx, file, &site.note) else {
@@ -218,7 +253,7 @@ fn training_scripts(project: &Project) -> Vec<&str> {
         .filter(|(file, facts)| {
             facts.entry_markers.is_empty()
                 && facts.uses_torch
-                && !skipped_file(file)
+                && !preparation_file(file)
                 && !project.in_package(file)
                 && project.importers_of(file).iter().all(|i| i == file)
         })
@@ -255,6 +290,18 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<S
     if let Some(what) = hub_loader(cx, call, qualified) {
         return Some(what);
     }
+    if let Some(what) = hub_scheme(call).or_else(|| named_weights(cx, call, qualified)) {
+        return Some(what);
+    }
+    // A torchvision dataset asked to `download=True` fetches its archives whenever the root
+    // directory lacks them (`torchvision.datasets.MNIST(root, download=True)`).
+    if qualified.starts_with("torchvision.datasets.")
+        && keyword(call, "download").is_some_and(|value| is_true(cx, value))
+    {
+        return Some(format!(
+            "`{qualified}(…, download=True)` downloads the dataset"
+        ));
+    }
     // A torchvision weights enum member fetching its file: `weights.get_state_dict(progress=…)`.
     if let Expr::Attribute(attr) = call.func.as_ref()
         && attr.attr.as_str() == "get_state_dict"
@@ -281,10 +328,8 @@ fn download(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<S
 /// `pretrained=True` (also through a parameter defaulting to `True`, or as the first positional
 /// argument), or `weights=` an enum member or a weights name.
 fn pretrained_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
-    let is_true =
-        |e: &Expr| matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)));
     if let Some(value) = keyword(call, "pretrained") {
-        return is_true(value) || param_default(cx, value).is_some_and(is_true);
+        return is_true(cx, value);
     }
     if let Some(value) = keyword(call, "weights") {
         let value = param_default(cx, value).unwrap_or(value);
@@ -294,7 +339,14 @@ fn pretrained_weights(cx: &Checker<'_>, call: &ast::ExprCall) -> bool {
             _ => false,
         };
     }
-    call.args.first().is_some_and(is_true)
+    call.args.first().is_some_and(|e| is_true(cx, e))
+}
+
+/// A literal `True`, or a parameter of the enclosing function defaulting to `True`.
+fn is_true(cx: &Checker<'_>, expr: &Expr) -> bool {
+    let literal =
+        |e: &Expr| matches!(e, Expr::Constant(c) if matches!(c.value, ast::Constant::Bool(true)));
+    literal(expr) || param_default(cx, expr).is_some_and(literal)
 }
 
 /// Hugging Face loaders that fetch from the hub by name: `datasets.load_dataset` of a hub
@@ -334,6 +386,62 @@ fn hub_loader(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option
         }
         _ => None,
     }
+}
+
+/// A model-name argument on the Hugging Face hub by its scheme: a literal, f-string, `.format`
+/// template or concatenation beginning `hf-hub:` (`open_clip`, `timm`).
+fn hub_scheme(call: &ast::ExprCall) -> Option<String> {
+    let values = call
+        .args
+        .iter()
+        .chain(call.keywords.iter().map(|k| &k.value));
+    let id = values.filter_map(leading_text).find(|text| {
+        HUB_SCHEMES
+            .iter()
+            .any(|scheme| text.len() > scheme.len() && text.starts_with(scheme))
+    })?;
+    let callee = crate::semantic::dotted(&call.func);
+    let callee = callee.rsplit('.').next().unwrap_or(&callee);
+    Some(format!("`{callee}(\"{id}…\")` downloads the hub model"))
+}
+
+/// The literal text a string expression begins with: a literal, the first piece of an
+/// f-string, the template of `"….format(…)"`, or the left operand of `+`.
+fn leading_text(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::JoinedStr(joined) => joined.values.first().and_then(string),
+        Expr::Call(call) => match call.func.as_ref() {
+            Expr::Attribute(attr) if attr.attr.as_str() == "format" => string(&attr.value),
+            _ => None,
+        },
+        Expr::BinOp(op) if matches!(op.op, ast::Operator::Add) => leading_text(&op.left),
+        _ => string(expr),
+    }
+}
+
+/// Weights named by a library's own model list: `clip.load("RN50")`, and an `open_clip`
+/// factory's `pretrained=` tag (not a checkpoint path).
+fn named_weights(cx: &Checker<'_>, call: &ast::ExprCall, qualified: &str) -> Option<String> {
+    if matches!(qualified, "clip.load" | "clip.clip.load") {
+        let name = call.args.first().or_else(|| keyword(call, "name"))?;
+        let name = literal_or_default(cx, name)?;
+        return OPENAI_CLIP_MODELS
+            .contains(&name.as_str())
+            .then(|| format!("`clip.load(\"{name}\")` downloads the OpenAI CLIP weights"));
+    }
+    let (module, function) = qualified.rsplit_once('.')?;
+    if !(module == "open_clip" || module.starts_with("open_clip."))
+        || !OPEN_CLIP_FACTORIES.contains(&function)
+    {
+        return None;
+    }
+    let tag = keyword(call, "pretrained").or_else(|| call.args.get(1))?;
+    let tag = literal_or_default(cx, tag)?;
+    let is_tag = !tag.is_empty()
+        && !tag.contains(['/', '\\'])
+        && !tag.starts_with(['.', '~'])
+        && extension(&tag).is_none();
+    is_tag.then(|| format!("`{function}(…, pretrained=\"{tag}\")` downloads the tagged weights"))
 }
 
 /// `datasets` builders that read local files or objects rather than a hub dataset.
@@ -589,7 +697,7 @@ fn in_demo(cx: &Checker<'_>) -> bool {
     })
 }
 
-/// Tests, docs, packaging, and the download or preparation scripts a user runs once.
+/// Tests, docs, packaging, and download scripts and helpers (a user runs them once, by hand).
 fn skipped_file(path: &str) -> bool {
     let lower = path.to_ascii_lowercase();
     let name = lower.rsplit('/').next().unwrap_or(&lower);
@@ -600,9 +708,15 @@ fn skipped_file(path: &str) -> bool {
         || name.ends_with("_test.py")
         || name == "conftest.py"
         || name == "setup.py"
-        || ["download", "prepare", "preprocess"]
-            .iter()
-            .any(|w| name.contains(w) || dirs.iter().any(|d| d.contains(w)))
+        || lower.contains("download")
+}
+
+/// Download and preparation scripts a user runs once, by name (`download_weights.py`,
+/// `data/prepare_dataset.py`, `preprocess/generate.py`). The project hook still reaches a
+/// preparation module that other project files import.
+fn preparation_file(path: &str) -> bool {
+    let lower = path.to_ascii_lowercase();
+    ["prepare", "preprocess"].iter().any(|w| lower.contains(w)) || skipped_file(path)
 }
 
 #[cfg(test)]
@@ -644,10 +758,10 @@ mod tests {
             "docs/conf.py",
             "setup.py",
         ] {
-            assert!(skipped_file(path), "{path}");
+            assert!(preparation_file(path), "{path}");
         }
         for path in ["train.py", "models/backbone.py", "scripts/train.py"] {
-            assert!(!skipped_file(path), "{path}");
+            assert!(!preparation_file(path), "{path}");
         }
     }
 
@@ -725,6 +839,46 @@ mod tests {
         let plain_main =
             "import torch\n\nif __name__ == \"__main__\":\n    torch.save({}, \"m.pt\")\n";
         let found = scan_project(&[("train.py", plain_main), ("models/encoder.py", ENCODER)]);
+        assert!(found.is_empty(), "{found:?}");
+    }
+
+    #[test]
+    fn library_model_names_and_dataset_downloads_are_downloads() {
+        let model = "import clip\nimport open_clip\nimport prior\nimport torchvision\n\n\
+            class Encoder:\n    def __init__(self, arch, root, tag=\"openai\"):\n\
+            \x20       self.a = open_clip.create_model_from_pretrained(\"hf-hub:timm/{}\".format(arch))\n\
+            \x20       self.b = open_clip.get_tokenizer(f\"hf-hub:timm/{arch}\")\n\
+            \x20       self.c = clip.load(\"ViT-B/32\")\n\
+            \x20       self.d = open_clip.create_model_and_transforms(arch, pretrained=tag)\n\
+            \x20       self.e = torchvision.datasets.MNIST(root, download=True)\n\
+            \x20       self.f = prior.load_dataset(\"procthor-10k\")\n\
+            \x20       self.g = clip.load(\"/ckpt/clip.pt\")\n\
+            \x20       self.h = open_clip.create_model_and_transforms(arch, pretrained=root)\n\
+            \x20       self.i = open_clip.create_model(arch, pretrained=\"weights/clip.pt\")\n\
+            \x20       self.j = torchvision.datasets.MNIST(root, download=False)\n\
+            \x20       self.k = open_clip.create_model(\"local-dir:/models/clip\")\n";
+        let main = "import torch\nfrom model.encoder import Encoder\n\n\
+            if __name__ == \"__main__\":\n    Encoder(\"ViT-B-16\", \"data\")\n";
+        let found = scan_project(&[("main.py", main), ("model/encoder.py", model)]);
+        let lines: Vec<&str> = found
+            .iter()
+            .map(|f| f.rsplit(':').next().unwrap())
+            .collect();
+        assert_eq!(lines, ["8", "9", "10", "11", "12", "13"], "{found:?}");
+    }
+
+    #[test]
+    fn a_preparation_module_the_training_imports_is_reached() {
+        let main = "import torch\nfrom model.preprocessors import Tokens\n\n\
+            if __name__ == \"__main__\":\n    Tokens().get()\n";
+        let pre = "from transformers import AutoTokenizer\n\n\
+            class Tokens:\n    def get(self):\n        return AutoTokenizer.from_pretrained(\"t5-small\")\n";
+        let found = scan_project(&[("main.py", main), ("model/preprocessors.py", pre)]);
+        assert_eq!(found, ["model/preprocessors.py:5"]);
+        // A preparation script nobody imports runs once, by hand.
+        let script = "import torch\nfrom transformers import AutoTokenizer\n\n\
+            if __name__ == \"__main__\":\n    AutoTokenizer.from_pretrained(\"t5-small\")\n";
+        let found = scan_project(&[("prepare_data.py", script)]);
         assert!(found.is_empty(), "{found:?}");
     }
 
