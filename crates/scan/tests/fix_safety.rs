@@ -61,13 +61,14 @@ fn on_line(found: &[Found], line: u32) -> &Found {
 
 #[test]
 fn config_rewrites_are_unsafe_because_cuda_runs_read_the_same_config() {
-    let found = fixes(
-        "P_CFG",
-        &[(
-            "conf/train.yaml",
-            "device: \"cuda:0\"\npolicy_device: cuda\ndist_backend: nccl\nattn_implementation: flash_attention_2\n",
-        )],
-    );
+    let config = [(
+        "conf/train.yaml",
+        "device: \"cuda:0\"\npolicy_device: cuda\ndist_backend: nccl\nattn_implementation: flash_attention_2\n",
+    )];
+    let mut found = fixes("P_CFG", &config);
+    assert_eq!(found.len(), 3, "{found:?}");
+    // The flash-attention value is P_FLA's, with the same unsafe rewrite.
+    found.extend(fixes("P_FLA", &config));
     assert_eq!(found.len(), 4, "{found:?}");
     for f in &found {
         assert_eq!(f.fix, Some(Applicability::Unsafe), "{f:?}");

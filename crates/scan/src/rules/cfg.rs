@@ -20,7 +20,7 @@ pub const RULE: RuleInfo = RuleInfo {
     performance: false,
     project_level: false,
     fix_template: "references/fix-templates/P_CFG.md",
-    summary: "Config values that select CUDA: `device: cuda`, `accelerator: gpu`, `gpus: N`, `backend: nccl`, `flash_attention_2`.",
+    summary: "Config values that select CUDA: `device: cuda`, `accelerator: gpu`, `gpus: N`, `backend: nccl`.",
     doc: include_str!("cfg.md"),
     check: &ConfigPinsCuda,
 };
@@ -44,55 +44,61 @@ static TOML: LazyLock<Regex> =
 
 impl Rule for ConfigPinsCuda {
     fn config(&self, cx: &mut ConfigChecker<'_>) {
-        let ext = cx.extension();
-        let mut hits = Vec::new();
-        for (line, text) in cx.lines() {
-            match ext.as_str() {
-                "json" => {
-                    for caps in JSON.captures_iter(text) {
-                        if let (Some(k), Some(v)) = (caps.get(1), caps.get(2)) {
-                            hits.extend(
-                                judge(k.as_str(), v.as_str())
-                                    .map(|j| (line, v.start(), v.end(), j, v.as_str())),
-                            );
-                        }
-                    }
-                }
-                "yaml" | "yml" | "toml" => {
-                    let code = strip_comment(text);
-                    let re = if ext == "toml" { &*TOML } else { &*YAML };
-                    if let Some(caps) = re.captures(code)
-                        && let (Some(k), Some(v)) = (caps.get(1), caps.get(2))
-                    {
+        report_pairs(cx, judge);
+    }
+}
+
+/// Report every `key: value` pair of the config file that `judge` finds, with its unsafe fix.
+/// Shared with `P_FLA`, which judges the pairs that select a CUDA-only kernel.
+pub(crate) fn report_pairs(cx: &mut ConfigChecker<'_>, judge: fn(&str, &str) -> Option<Judged>) {
+    let ext = cx.extension();
+    let mut hits = Vec::new();
+    for (line, text) in cx.lines() {
+        match ext.as_str() {
+            "json" => {
+                for caps in JSON.captures_iter(text) {
+                    if let (Some(k), Some(v)) = (caps.get(1), caps.get(2)) {
                         hits.extend(
                             judge(k.as_str(), v.as_str())
                                 .map(|j| (line, v.start(), v.end(), j, v.as_str())),
                         );
                     }
                 }
-                _ => {}
             }
+            "yaml" | "yml" | "toml" => {
+                let code = strip_comment(text);
+                let re = if ext == "toml" { &*TOML } else { &*YAML };
+                if let Some(caps) = re.captures(code)
+                    && let (Some(k), Some(v)) = (caps.get(1), caps.get(2))
+                {
+                    hits.extend(
+                        judge(k.as_str(), v.as_str())
+                            .map(|j| (line, v.start(), v.end(), j, v.as_str())),
+                    );
+                }
+            }
+            _ => {}
         }
-        for (line, start, end, judged, raw) in hits {
-            let range = cx.line_range(line, start, end);
-            let finding = cx.report(range, judged.message);
-            if let Some(new) = judged.replacement {
-                let content = requote(raw, &new);
-                let message = format!(
-                    "set `{}` instead of `{}`; unsafe: {}",
-                    unquote(&content),
-                    unquote(raw),
-                    judged.cuda_cost
-                );
-                // The config is read by the CUDA runs too, so no rewrite keeps them as they
-                // were: every one of these fixes is unsafe (P_CFG.md, "Fix safety").
-                finding.fix = Some(fix::replacement(
-                    Applicability::Unsafe,
-                    message,
-                    range,
-                    content,
-                ));
-            }
+    }
+    for (line, start, end, judged, raw) in hits {
+        let range = cx.line_range(line, start, end);
+        let finding = cx.report(range, judged.message);
+        if let Some(new) = judged.replacement {
+            let content = requote(raw, &new);
+            let message = format!(
+                "set `{}` instead of `{}`; unsafe: {}",
+                unquote(&content),
+                unquote(raw),
+                judged.cuda_cost
+            );
+            // The config is read by the CUDA runs too, so no rewrite keeps them as they
+            // were: every one of these fixes is unsafe (P_CFG.md, "Fix safety").
+            finding.fix = Some(fix::replacement(
+                Applicability::Unsafe,
+                message,
+                range,
+                content,
+            ));
         }
     }
 }
@@ -136,7 +142,7 @@ fn is_cuda_device(value: &str) -> bool {
 
 /// A CUDA-pinning pair: the message, and the value `--fix --unsafe-fixes` sets, where one
 /// value is right on the NPU whatever the project, with what it costs the CUDA runs.
-struct Judged {
+pub(crate) struct Judged {
     message: String,
     replacement: Option<String>,
     /// What the replacement does to a run of the same config on CUDA.
@@ -160,17 +166,6 @@ fn judge(key: &str, raw_value: &str) -> Option<Judged> {
         (
             Some("hccl".to_owned()),
             "a CUDA run of this config then fails, torch.distributed has no `hccl` backend without torch_npu",
-        )
-    } else if key.ends_with("attn_implementation") {
-        (
-            Some("sdpa".to_owned()),
-            "a CUDA run of this config then uses torch's SDPA kernels instead of flash-attn",
-        )
-    } else if key == "use_flash_attention_2" {
-        let capital = unquote(raw_value).starts_with('T');
-        (
-            Some(if capital { "False" } else { "false" }.to_owned()),
-            "a CUDA run of this config then uses torch's SDPA kernels instead of flash-attn",
         )
     } else {
         (None, "")
@@ -214,20 +209,81 @@ fn message(key: &str, raw_value: &str) -> Option<String> {
              (see P_CFG.md)"
         ));
     }
+    None
+}
+
+/// The finding for a pair that selects a CUDA-only kernel (`P_FLA`): flash-attn, Liger's
+/// Triton kernels, a bitsandbytes optimizer or quantized loading.
+pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
+    if raw_value.contains("${") {
+        return None;
+    }
+    let key = key.rsplit('.').next().unwrap_or(key).to_ascii_lowercase();
+    let value = unquote(raw_value).to_ascii_lowercase();
+    let sdpa = "a CUDA run of this config then uses torch's SDPA kernels instead of flash-attn";
+    let judged = |message: String, replacement: Option<String>, cuda_cost: &'static str| {
+        Some(Judged {
+            message,
+            replacement,
+            cuda_cost,
+        })
+    };
     if matches!(key.as_str(), "attn_implementation" | "_attn_implementation")
         && value == "flash_attention_2"
     {
-        return Some(
-            "`attn_implementation: flash_attention_2` needs the CUDA-only flash_attn package, so the model \
-             fails to load on the NPU; use `sdpa` (see P_CFG.md)"
+        return judged(
+            "`attn_implementation: flash_attention_2` needs the CUDA-only flash_attn package, so the \
+             model fails to load on the NPU; use `sdpa` (see P_FLA.md)"
                 .to_owned(),
+            Some("sdpa".to_owned()),
+            sdpa,
         );
     }
-    if key == "use_flash_attention_2" && value == "true" {
-        return Some(
-            "`use_flash_attention_2: true` needs the CUDA-only flash_attn package, so the model fails to \
-             load on the NPU; set it to false and use sdpa (see P_CFG.md)"
+    let on = value == "true";
+    if key == "use_flash_attention_2" && on {
+        let capital = unquote(raw_value).starts_with('T');
+        return judged(
+            "`use_flash_attention_2: true` needs the CUDA-only flash_attn package, so the model fails \
+             to load on the NPU; set it to false and use sdpa (see P_FLA.md)"
                 .to_owned(),
+            Some(if capital { "False" } else { "false" }.to_owned()),
+            sdpa,
+        );
+    }
+    // transformers' `TrainingArguments.use_liger_kernel` patches the model with Liger's Triton
+    // kernels; TRL's configs inherit the field.
+    if matches!(key.as_str(), "use_liger_kernel" | "use_liger") && on {
+        return judged(
+            format!(
+                "`{key}: true` patches the model with Liger's Triton kernels, which are CUDA-only, so \
+                 training fails on the NPU; set it to false (see P_FLA.md)"
+            ),
+            None,
+            "",
+        );
+    }
+    // `TrainingArguments.optim`: the 8-bit and paged AdamW/Lion variants are bitsandbytes
+    // optimizers (`adamw_bnb_8bit`, `paged_adamw_8bit`, `paged_adamw_32bit`, `lion_8bit`).
+    if key == "optim"
+        && (value.contains("bnb") || value.contains("8bit") || value.starts_with("paged_"))
+    {
+        return judged(
+            format!(
+                "`optim: {value}` is a bitsandbytes optimizer, whose CUDA kernels the NPU does not have, \
+                 so the optimizer fails to build; use `adamw_torch` (see P_FLA.md)"
+            ),
+            None,
+            "",
+        );
+    }
+    if matches!(key.as_str(), "load_in_4bit" | "load_in_8bit") && on {
+        return judged(
+            format!(
+                "`{key}: true` quantizes the model with bitsandbytes, whose CUDA kernels the NPU does not \
+                 have, so loading fails; load it unquantized (see P_FLA.md)"
+            ),
+            None,
+            "",
         );
     }
     None
@@ -259,7 +315,14 @@ mod tests {
         assert!(judge("dist_backend", "nccl").is_some());
         assert!(judge("amp_backend", "apex").is_none());
         assert!(judge("accelerator", "auto").is_none());
-        assert!(judge("attn_implementation", "'flash_attention_2'").is_some());
+        assert!(judge("attn_implementation", "'flash_attention_2'").is_none());
+        assert!(judge_kernel("attn_implementation", "'flash_attention_2'").is_some());
+        assert!(judge_kernel("attn_implementation", "sdpa").is_none());
+        assert!(judge_kernel("use_liger_kernel", "true").is_some());
+        assert!(judge_kernel("use_liger_kernel", "false").is_none());
+        assert!(judge_kernel("optim", "paged_adamw_8bit").is_some());
+        assert!(judge_kernel("optim", "adamw_torch").is_none());
+        assert!(judge_kernel("load_in_4bit", "True").is_some());
         assert!(judge("description", "cuda").is_none());
     }
 
@@ -269,14 +332,16 @@ mod tests {
         assert_eq!(fix("device", "cuda").as_deref(), Some("npu"));
         assert_eq!(fix("policy_device", "\"cuda:1\"").as_deref(), Some("npu:1"));
         assert_eq!(fix("dist_backend", "nccl").as_deref(), Some("hccl"));
+        let kernel_fix = |k: &str, v: &str| judge_kernel(k, v).and_then(|j| j.replacement);
         assert_eq!(
-            fix("attn_implementation", "'flash_attention_2'").as_deref(),
+            kernel_fix("attn_implementation", "'flash_attention_2'").as_deref(),
             Some("sdpa")
         );
         assert_eq!(
-            fix("use_flash_attention_2", "True").as_deref(),
+            kernel_fix("use_flash_attention_2", "True").as_deref(),
             Some("False")
         );
+        assert_eq!(kernel_fix("optim", "paged_adamw_8bit"), None);
         assert_eq!(fix("accelerator", "gpu"), None);
         assert_eq!(fix("accelerator", "cuda"), None);
         assert_eq!(fix("gpus", "8"), None);
@@ -294,7 +359,7 @@ mod tests {
             ("attn_implementation", "flash_attention_2"),
             ("use_flash_attention_2", "true"),
         ] {
-            let judged = judge(k, v).unwrap();
+            let judged = judge(k, v).or_else(|| judge_kernel(k, v)).unwrap();
             assert!(judged.replacement.is_some(), "{k}");
             assert!(judged.cuda_cost.starts_with("a CUDA run"), "{k}");
         }

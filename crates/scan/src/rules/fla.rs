@@ -30,6 +30,12 @@ pub const RULE: RuleInfo = RuleInfo {
 };
 
 impl Rule for CudaOnlyKernel {
+    /// Config values that select a CUDA-only kernel: `attn_implementation: flash_attention_2`,
+    /// `use_liger_kernel: true`, a bitsandbytes `optim:`, `load_in_4bit: true`.
+    fn config(&self, cx: &mut crate::contexts::ConfigChecker<'_>) {
+        super::cfg::report_pairs(cx, super::cfg::judge_kernel);
+    }
+
     fn stmt<'a>(&self, cx: &mut Checker<'a>, stmt: &'a Stmt) {
         let modules: Vec<&str> = match stmt {
             Stmt::Import(import) => import.names.iter().map(|a| a.name.as_str()).collect(),
