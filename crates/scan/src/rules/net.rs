@@ -159,6 +159,13 @@ impl Rule for RuntimeDownload {
             .entry_points()
             .into_iter()
             .filter(|e| e.uses_torch && !preparation_file(&e.file))
+            // A data tool (`scripts/data/build_mix.py`) that only reaches torch through the
+            // project's helpers, and trains nothing, prepares data by hand: not a run on the
+            // cluster.
+            .filter(|e| {
+                project.files().get(&e.file).is_some_and(|f| f.uses_torch)
+                    || project.trains(&e.file)
+            })
             .collect();
         let mut reached: BTreeSet<&str> = entries
             .iter()
@@ -865,6 +872,22 @@ mod tests {
             .map(|f| f.rsplit(':').next().unwrap())
             .collect();
         assert_eq!(lines, ["8", "9", "10", "11", "12", "13"], "{found:?}");
+    }
+
+    #[test]
+    fn a_data_tool_reaching_torch_only_through_helpers_is_preparation() {
+        let helpers = "import torch\n\ndef to_device(x):\n    return torch.as_tensor(x)\n";
+        let tool = "from datasets import load_dataset\nfrom pkg.helpers import to_device\n\n\
+            if __name__ == \"__main__\":\n    load_dataset(\"org/raw-dialogues\")\n";
+        let found = scan_project(&[
+            ("scripts/data/build_mix.py", tool),
+            ("pkg/helpers.py", helpers),
+        ]);
+        assert!(found.is_empty(), "{found:?}");
+        // The same download in a program that imports torch itself runs on the cluster.
+        let run = format!("import torch\n{tool}");
+        let found = scan_project(&[("scripts/run.py", &run), ("pkg/helpers.py", helpers)]);
+        assert_eq!(found, ["scripts/run.py:6"]);
     }
 
     #[test]
