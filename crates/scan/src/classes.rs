@@ -6,6 +6,11 @@
 //! headers are read as text (no parse: a fraction of the cost of parsing) and module classes
 //! are found by following bases by name until nothing changes. Names are matched without
 //! their module (`pkg.base.BasePolicy` is `BasePolicy`).
+//!
+//! The same read notes which attributes a class only ever assigns a float64 numpy array
+//! (`self.y_bounds = np.zeros((2, n))`) and which `self` attributes hold an instance of which
+//! class (`self.scaler = Scaler(...)`), so a rule can follow `self.scaler.y_bounds` into a
+//! class of another file.
 
 use crate::files::{FileEntry, FileKind};
 use std::collections::{HashMap, HashSet};
@@ -14,6 +19,11 @@ use std::collections::{HashMap, HashSet};
 #[derive(Debug, Default)]
 pub struct ModuleClasses {
     names: HashSet<String>,
+    /// Per class name, the attributes every `self.<attr> = …` of the class sets to a float64
+    /// numpy array.
+    float64_attrs: HashMap<String, HashSet<String>>,
+    /// Per `self` attribute name, the classes the project constructs into it.
+    holders: HashMap<String, HashSet<String>>,
     /// The project's per-step call graph, read from the same texts.
     pub steps: crate::callgraph::StepGraph,
 }
@@ -25,6 +35,11 @@ struct Header {
     name: String,
     bases: Vec<String>,
     forward: bool,
+    /// Each `self.<attr> = <value>` in the class, and whether the value is a float64 numpy
+    /// array.
+    assigned: Vec<(String, bool)>,
+    /// Each `self.<attr> = <Class>(…)` in the class.
+    holds: Vec<(String, String)>,
 }
 
 /// What [`ModuleClasses::collect`] reads of one file: its class headers and what the step
@@ -103,10 +118,45 @@ impl ModuleClasses {
             }
             names.extend(found);
         }
+        let mut float64: HashMap<String, (bool, HashSet<String>)> = HashMap::new();
+        let mut assigned: HashMap<(&str, &str), bool> = HashMap::new();
+        let mut holders: HashMap<String, HashSet<String>> = HashMap::new();
+        for h in headers {
+            for (attr, f64) in &h.assigned {
+                *assigned.entry((&h.name, attr)).or_insert(true) &= *f64;
+            }
+            for (attr, class) in &h.holds {
+                holders
+                    .entry(attr.clone())
+                    .or_default()
+                    .insert(class.clone());
+            }
+        }
+        for ((class, attr), all_f64) in assigned {
+            let entry = float64.entry(class.to_owned()).or_default();
+            if all_f64 {
+                entry.1.insert(attr.to_owned());
+            }
+        }
         ModuleClasses {
             names,
+            float64_attrs: float64.into_iter().map(|(k, (_, v))| (k, v)).collect(),
+            holders,
             steps: crate::callgraph::StepGraph::default(),
         }
+    }
+
+    /// `self.<holder>.<attr>` is a float64 numpy array: every class the project constructs
+    /// into `self.<holder>` assigns `attr` only float64 arrays.
+    pub fn holder_attr_is_float64(&self, holder: &str, attr: &str) -> bool {
+        self.holders.get(holder).is_some_and(|classes| {
+            !classes.is_empty()
+                && classes.iter().all(|c| {
+                    self.float64_attrs
+                        .get(c)
+                        .is_some_and(|attrs| attrs.contains(attr))
+                })
+        })
     }
 
     /// Is a class of this name (a base as written or resolved: `BasePolicy`,
@@ -168,9 +218,104 @@ fn class_headers(text: &str) -> Vec<Header> {
             && let Some(&(_, i)) = open.last()
         {
             headers[i].forward = true;
+        } else if let Some(&(_, i)) = open.last()
+            && let Some((attr, value)) = self_assignment(body)
+        {
+            let value = call_text(value, &mut lines);
+            headers[i]
+                .assigned
+                .push((attr.to_owned(), is_float64_array(&value)));
+            let callee_end = value
+                .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
+                .unwrap_or(value.len());
+            let callee = last_segment(&value[..callee_end]);
+            if value[callee_end..].starts_with('(')
+                && callee.starts_with(|c: char| c.is_ascii_uppercase())
+            {
+                headers[i].holds.push((attr.to_owned(), callee.to_owned()));
+            }
         }
     }
     headers
+}
+
+/// `self.<attr> = <value>` (one target, not a subscript or an augmented assignment): the
+/// attribute and the value's text.
+fn self_assignment(body: &str) -> Option<(&str, &str)> {
+    let rest = body.strip_prefix("self.")?;
+    let end = rest
+        .find(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let (attr, after) = rest.split_at(end);
+    let after = after.trim_start();
+    let value = match after.strip_prefix(':') {
+        Some(annotated) => annotated.split_once('=')?.1,
+        None => after.strip_prefix('=')?,
+    };
+    if attr.is_empty() || value.starts_with('=') {
+        return None;
+    }
+    Some((attr, value.trim()))
+}
+
+/// The text of a value read on while its parentheses are open (at most 20 lines), so a
+/// `dtype=` on a continuation line is seen.
+fn call_text<'t>(first: &'t str, lines: &mut std::str::Lines<'t>) -> String {
+    let mut text = first.to_owned();
+    let depth = |t: &str| {
+        t.chars().fold(0i32, |d, c| match c {
+            '(' | '[' | '{' => d + 1,
+            ')' | ']' | '}' => d - 1,
+            _ => d,
+        })
+    };
+    for _ in 0..20 {
+        if depth(&text) <= 0 {
+            break;
+        }
+        match lines.next() {
+            Some(next) => {
+                text.push(' ');
+                text.push_str(next.trim());
+            }
+            None => break,
+        }
+    }
+    text
+}
+
+/// A numpy constructor whose default dtype is float64, called without a `dtype` other than a
+/// float64 one: `np.zeros((2, n))`, `np.random.randn(n)`.
+fn is_float64_array(value: &str) -> bool {
+    const DEFAULT_FLOAT: &[&str] = &[
+        "zeros(",
+        "ones(",
+        "empty(",
+        "eye(",
+        "identity(",
+        "linspace(",
+        "random.rand(",
+        "random.randn(",
+        "random.random(",
+        "random.uniform(",
+        "random.normal(",
+    ];
+    let Some(call) = value
+        .strip_prefix("np.")
+        .or_else(|| value.strip_prefix("numpy."))
+    else {
+        return false;
+    };
+    if !DEFAULT_FLOAT.iter().any(|f| call.starts_with(f)) {
+        return false;
+    }
+    match call.find("dtype") {
+        None => true,
+        Some(at) => {
+            let dtype = &call[at..];
+            dtype.contains("float64") || dtype.contains("double")
+        }
+    }
 }
 
 /// The bases of a header whose text after `(` is `first`, reading on while the parentheses
@@ -246,6 +391,25 @@ mod tests {
         assert!(classes.contains("Inner"));
         assert!(!classes.contains("Outer"));
         assert!(classes.contains("Next"));
+    }
+
+    #[test]
+    fn float64_attributes_are_followed_through_the_attribute_holding_them() {
+        let scaler = "import numpy as np\n\nclass Scaler:\n    def __init__(self, y):\n\
+            \x20       self.y_bounds = np.zeros((2, y.shape[-1]))\n\
+            \x20       self.y_bounds[0, :] = y.min(0)\n\
+            \x20       self.x_mean = np.zeros(\n            3,\n            dtype=np.float32,\n        )\n\
+            \x20       self.x_std = np.ones(3)\n\
+            \x20       self.x_std = y.std(0)\n";
+        let agent = "class Agent:\n    def __init__(self, y):\n        self.scaler = Scaler(y)\n\
+            \x20       self.name: str = \"bc\"\n";
+        let classes = ModuleClasses::from_sources([scaler, agent]);
+        assert!(classes.holder_attr_is_float64("scaler", "y_bounds"));
+        // A float32 dtype on a continuation line, and an attribute also assigned something else.
+        assert!(!classes.holder_attr_is_float64("scaler", "x_mean"));
+        assert!(!classes.holder_attr_is_float64("scaler", "x_std"));
+        assert!(!classes.holder_attr_is_float64("name", "y_bounds"));
+        assert!(!classes.holder_attr_is_float64("model", "y_bounds"));
     }
 
     #[test]

@@ -597,6 +597,20 @@ fn numpy_float64(
                 self_attr_float64(sem, body, a.attr.as_str(), depth)
             }))
         }
+        // `self.scaler.y_bounds`: an attribute of an object the class holds, when every class
+        // the project constructs into `self.scaler` assigns `y_bounds` only float64 arrays
+        // (the classes may sit in other files).
+        Expr::Attribute(a)
+            if matches!(a.value.as_ref(), Expr::Attribute(h)
+                if matches!(h.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self")) =>
+        {
+            let Expr::Attribute(holder) = a.value.as_ref() else {
+                return None;
+            };
+            sem.project_modules()?
+                .holder_attr_is_float64(holder.attr.as_str(), a.attr.as_str())
+                .then_some(NumpyF64::Default)
+        }
         // `self.obs`, a float64 array that a method of the class (`__init__`, typically)
         // assigns to the attribute, and no method assigns it anything else.
         Expr::Attribute(a) if matches!(a.value.as_ref(), Expr::Name(n) if n.id.as_str() == "self") => {

@@ -159,13 +159,10 @@ impl Rule for RuntimeDownload {
             .entry_points()
             .into_iter()
             .filter(|e| e.uses_torch && !preparation_file(&e.file))
-            // A data tool (`scripts/data/build_mix.py`) that only reaches torch through the
-            // project's helpers, and trains nothing, prepares data by hand: not a run on the
-            // cluster.
-            .filter(|e| {
-                project.files().get(&e.file).is_some_and(|f| f.uses_torch)
-                    || project.trains(&e.file)
-            })
+            // A data tool (`scripts/data/build_mix.py`, importing `datasets` or `transformers`
+            // and reaching torch only through the project's helpers) that trains nothing
+            // prepares data by hand: not a run on the cluster.
+            .filter(|e| imports_torch(project, &e.file) || project.trains(&e.file))
             .collect();
         let mut reached: BTreeSet<&str> = entries
             .iter()
@@ -224,6 +221,24 @@ impl Rule for RuntimeDownload {
             }
         }
     }
+}
+
+/// The file imports torch, or a training framework that drives it, itself.
+fn imports_torch(project: &Project, file: &str) -> bool {
+    const DRIVERS: &[&str] = &[
+        "torch",
+        "lightning",
+        "pytorch_lightning",
+        "accelerate",
+        "deepspeed",
+    ];
+    project.files().get(file).is_some_and(|facts| {
+        facts.imports.iter().any(|i| {
+            i.candidates
+                .iter()
+                .any(|c| DRIVERS.contains(&c.split('.').next().unwrap_or("")))
+        })
+    })
 }
 
 /// Where the module of `callee` (a project function or class, by qualified name) downloads,
@@ -543,7 +558,8 @@ fn extension(path: &str) -> Option<&str> {
 }
 
 /// Under an `if` (or a conditional expression) whose test checks a local path or an offline
-/// flag: the download runs only when the local copy is missing, or only when asked for.
+/// flag, or after such an `if` that returns: the download runs only when the local copy is
+/// missing, or only when asked for.
 fn guarded(cx: &Checker<'_>) -> bool {
     let test_guards = |test: &Expr| {
         let text = cx.slice(test.range()).to_ascii_lowercase();
@@ -553,7 +569,31 @@ fn guarded(cx: &Checker<'_>) -> bool {
         Stmt::If(stmt) => test_guards(&stmt.test),
         _ => false,
     });
+    // `if os.path.exists(repo): return` earlier in the function: the download below runs only
+    // for what is not on disk.
+    let call_start = cx.semantic().stmts().last().map(|s| s.range().start());
+    let returns_early = cx
+        .semantic()
+        .stmts()
+        .iter()
+        .rev()
+        .find_map(|s| match s {
+            Stmt::FunctionDef(f) => Some(f.body.as_slice()),
+            Stmt::AsyncFunctionDef(f) => Some(f.body.as_slice()),
+            _ => None,
+        })
+        .is_some_and(|body| {
+            body.iter().any(|s| match s {
+                Stmt::If(stmt) => {
+                    call_start.is_some_and(|at| stmt.range().end() <= at)
+                        && test_guards(&stmt.test)
+                        && matches!(stmt.body.last(), Some(Stmt::Return(_)))
+                }
+                _ => false,
+            })
+        });
     in_if
+        || returns_early
         || cx.semantic().exprs().iter().any(|e| match e {
             Expr::IfExp(ifexp) => test_guards(&ifexp.test),
             _ => false,
@@ -877,7 +917,8 @@ mod tests {
     #[test]
     fn a_data_tool_reaching_torch_only_through_helpers_is_preparation() {
         let helpers = "import torch\n\ndef to_device(x):\n    return torch.as_tensor(x)\n";
-        let tool = "from datasets import load_dataset\nfrom pkg.helpers import to_device\n\n\
+        let tool = "from datasets import load_dataset\nfrom transformers import AutoTokenizer\n\
+            from pkg.helpers import to_device\n\n\
             if __name__ == \"__main__\":\n    load_dataset(\"org/raw-dialogues\")\n";
         let found = scan_project(&[
             ("scripts/data/build_mix.py", tool),
@@ -887,7 +928,19 @@ mod tests {
         // The same download in a program that imports torch itself runs on the cluster.
         let run = format!("import torch\n{tool}");
         let found = scan_project(&[("scripts/run.py", &run), ("pkg/helpers.py", helpers)]);
-        assert_eq!(found, ["scripts/run.py:6"]);
+        assert_eq!(found, ["scripts/run.py:7"]);
+    }
+
+    #[test]
+    fn a_download_after_a_local_path_return_is_cache_first() {
+        let helper = "import os\nimport torch\nimport huggingface_hub\n\n\
+            def ensure(repo):\n    if os.path.exists(repo):\n        return repo\n\
+            \x20   return huggingface_hub.snapshot_download(repo)\n\n\
+            def fetch(repo):\n    if not repo:\n        return None\n\
+            \x20   return huggingface_hub.snapshot_download(repo)\n\n\
+            if __name__ == \"__main__\":\n    ensure(\"org/x\")\n";
+        let found = scan_project(&[("run.py", helper)]);
+        assert_eq!(found, ["run.py:13"]);
     }
 
     #[test]
