@@ -233,7 +233,8 @@ pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
     {
         return judged(
             "`attn_implementation: flash_attention_2` needs the CUDA-only flash_attn package, so the \
-             model fails to load on the NPU; use `sdpa` (see P_FLA.md)"
+             model fails to load on the NPU; use `sdpa` (see P_FLA.md); check first that \
+             the code reads this key: a value it ignores or overrides is harmless"
                 .to_owned(),
             Some("sdpa".to_owned()),
             sdpa,
@@ -244,7 +245,8 @@ pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
         let capital = unquote(raw_value).starts_with('T');
         return judged(
             "`use_flash_attention_2: true` needs the CUDA-only flash_attn package, so the model fails \
-             to load on the NPU; set it to false and use sdpa (see P_FLA.md)"
+             to load on the NPU; set it to false and use sdpa (see P_FLA.md); check first that \
+             the code reads this key: a value it ignores or overrides is harmless"
                 .to_owned(),
             Some(if capital { "False" } else { "false" }.to_owned()),
             sdpa,
@@ -256,7 +258,8 @@ pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
         return judged(
             format!(
                 "`{key}: true` patches the model with Liger's Triton kernels, which are CUDA-only, so \
-                 training fails on the NPU; set it to false (see P_FLA.md)"
+                 training fails on the NPU; set it to false (see P_FLA.md); check first that \
+             the code reads this key: a value it ignores or overrides is harmless"
             ),
             None,
             "",
@@ -270,7 +273,8 @@ pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
         return judged(
             format!(
                 "`optim: {value}` is a bitsandbytes optimizer, whose CUDA kernels the NPU does not have, \
-                 so the optimizer fails to build; use `adamw_torch` (see P_FLA.md)"
+                 so the optimizer fails to build; use `adamw_torch` (see P_FLA.md); check first that \
+             the code reads this key: a value it ignores or overrides is harmless"
             ),
             None,
             "",
@@ -280,7 +284,8 @@ pub(crate) fn judge_kernel(key: &str, raw_value: &str) -> Option<Judged> {
         return judged(
             format!(
                 "`{key}: true` quantizes the model with bitsandbytes, whose CUDA kernels the NPU does not \
-                 have, so loading fails; load it unquantized (see P_FLA.md)"
+                 have, so loading fails; load it unquantized (see P_FLA.md); check first that \
+             the code reads this key: a value it ignores or overrides is harmless"
             ),
             None,
             "",

@@ -171,7 +171,8 @@ impl Rule for CpuFallback {
         let message = format!(
             "`{shown}` runs {op}, which has no NPU kernel in torch-npu {version}: torch_npu runs it on \
              the CPU (inputs copied to the host and back each call); replace it by ops with NPU kernels \
-             or move it out of the step (see P_CPU.md)"
+             or move it out of the step (see P_CPU.md); check first that the training step runs it: \
+             an evaluation script is harmless"
         );
         cx.report(expr.range(), message);
     }

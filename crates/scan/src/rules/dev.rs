@@ -480,7 +480,9 @@ fn comparison_message(lit: &str) -> String {
     } else {
         format!(
             "comparing a device with \"{lit}\" is false on the NPU (device type \"npu\"), and \
-             transfer_to_npu cannot change the comparison; accept \"npu\" too (see P_DEV.md)"
+             transfer_to_npu cannot change the comparison; accept \"npu\" too (see P_DEV.md); check first \
+             that the branch matters: a comparison that only picks a log message, or guards a CPU path \
+             the NPU never takes, is harmless"
         )
     }
 }

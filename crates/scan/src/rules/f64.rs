@@ -32,7 +32,8 @@ pub const RULE: RuleInfo = RuleInfo {
 
 const MESSAGE: &str = "float64 reaches the device here, and the NPU runs only part of its ops in float64 \
      (`Unsupport data type: at::ScalarType::Double`); use float32 (the Float64To32 runtime patch \
-     converts it at run time, see P_F64.md)";
+     converts it at run time, see P_F64.md); check first that the device uses the value in float64: \
+     a tensor nothing reads, or one cast to float32 before its first op, is harmless";
 
 /// numpy constructors whose result is float64 unless given a `dtype`.
 const NUMPY_DEFAULT_FLOAT: &[&str] = &[

@@ -203,7 +203,8 @@ impl Rule for RuntimeDownload {
                      downloads them from the network at run time ({download}); an offline NPU \
                      cluster cannot reach it, so the run fails here first; fetch the weights \
                      once into a local cache or directory and load them from there (TORCH_HOME, \
-                     HF_HUB_OFFLINE=1, a local path; see P_NET.md)"
+                     HF_HUB_OFFLINE=1, a local path; see P_NET.md); check first that the training \
+                     run builds it: a model nobody trains is harmless"
                 );
                 cx.report(file, site, message);
             }
@@ -214,7 +215,9 @@ impl Rule for RuntimeDownload {
                     "{} from the network at run time, and an offline NPU cluster cannot reach \
                      it, so the run fails here first; fetch it once into a local cache or \
                      directory and load it from there (HF_HUB_OFFLINE=1, TORCH_HOME, a local \
-                     path; see P_NET.md)",
+                     path; see P_NET.md); check first that the training run reaches it: a script \
+                     run by hand, a helper nothing calls, or a fetch behind a cache or offline check \
+                     is not one",
                     site.note
                 );
                 cx.report(file, site, message);

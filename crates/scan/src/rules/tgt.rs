@@ -172,7 +172,8 @@ fn host_metrics<'a>(cx: &mut Checker<'a>, func: &Function<'a>, uploads: &[TextRa
             pull_site(occ.expr),
             "the training loop pulls a device tensor to the host and computes a metric from it there, \
              a host-device sync and a copy per step on the NPU; compute it with torch ops on the device \
-             (see P_TGT.md)",
+             (see P_TGT.md); check first that this runs in the training step: an inference or \
+             chat helper, or the batch's own labels uploaded once, is not a per-step round trip",
         );
     }
 }
@@ -219,7 +220,8 @@ fn host_uploads<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) -> Ve
             range,
             "this tensor is built from host (numpy or `.cpu().numpy()`/`.tolist()`) data every step, \
              a host-device sync and copy per step on the NPU; compute it on the device or in the dataset \
-             (see P_TGT.md)",
+             (see P_TGT.md); check first that this runs in the training step: an inference or \
+             chat helper, or the batch's own labels uploaded once, is not a per-step round trip",
         );
     }
     hits
@@ -360,7 +362,9 @@ fn pulls<'a>(
             site,
             format!(
                 "the step pulls a device tensor to the host and {why}, a host-device sync and two copies \
-                 per step on the NPU; compute it with torch ops on the device (see P_TGT.md)"
+                 per step on the NPU; compute it with torch ops on the device (see P_TGT.md); check first \
+                 that this runs in the training step: an inference or \
+                 chat helper, or the batch's own labels uploaded once, is not a per-step round trip"
             ),
         );
     }
@@ -423,7 +427,9 @@ fn tokenizers<'a>(cx: &mut Checker<'a>, func: &Function<'a>) {
             range,
             "the step runs a tokenizer on host strings every call (a CPU pass and an upload per step, \
              while the NPU waits); tokenize once in the dataset or the collator and pass ids and \
-             labels in the batch (see P_TGT.md)",
+             labels in the batch (see P_TGT.md); check first \
+             that this runs in the training step: an inference or \
+             chat helper, or the batch's own labels uploaded once, is not a per-step round trip",
         );
     }
 }
@@ -549,11 +555,15 @@ fn round_trip_helper<'a>(cx: &mut Checker<'a>, def: &Stmt, func: &Function<'a>) 
         let message = if of_param {
             "this helper pulls a device tensor to the host with `.cpu().numpy()`, computes on it and sends \
              the result back to the device, a host-device sync and two copies per call on the NPU; compute \
-             it with torch ops on the device (see P_TGT.md)"
+             it with torch ops on the device (see P_TGT.md); check first \
+             that this runs in the training step: an inference or \
+             chat helper, or the batch's own labels uploaded once, is not a per-step round trip"
         } else {
             "this helper, which already sends host results back to the device, pulls another tensor it \
              computed to the host here, one more sync per call on the NPU (a caller that turns it back into \
-             a tensor pays a second upload); return the tensor and keep the work on the device (see P_TGT.md)"
+             a tensor pays a second upload); return the tensor and keep the work on the device (see P_TGT.md); check first \
+             that this runs in the training step: an inference or \
+             chat helper, or the batch's own labels uploaded once, is not a per-step round trip"
         };
         let finding = cx.report(pull_site(occ.expr), message);
         finding.related.clone_from(&related);
