@@ -343,7 +343,10 @@ pub fn is_inference_name(name: &str) -> bool {
     ];
     let lower = name.to_ascii_lowercase();
     // A loss is computed for training, whatever else the name says (`compute_act_loss`).
-    !lower.contains("loss") && lower.split('_').any(|w| WORDS.contains(&w))
+    // A chat model's `chat` / `batch_chat` / `stream_chat` builds prompts for `generate`
+    // (not `apply_chat_template`, which a loss may call to build its masks).
+    let chat = lower == "chat" || lower.ends_with("_chat");
+    !lower.contains("loss") && (chat || lower.split('_').any(|w| WORDS.contains(&w)))
 }
 
 /// Some enclosing expression (of the `ancestors` of an [`Occurrence`]) hands the value to a
@@ -614,4 +617,30 @@ pub fn reached_by_step(sem: &Semantic<'_>) -> bool {
         return false;
     };
     modules.steps.reaches(&sem.module, &symbol)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_inference_name;
+
+    #[test]
+    fn chat_helpers_are_inference_and_chat_templates_are_not() {
+        for name in [
+            "chat",
+            "batch_chat",
+            "stream_chat",
+            "generate",
+            "sample_actions",
+        ] {
+            assert!(is_inference_name(name), "{name}");
+        }
+        for name in [
+            "apply_chat_template",
+            "forward",
+            "compute_sample_loss",
+            "training_step",
+        ] {
+            assert!(!is_inference_name(name), "{name}");
+        }
+    }
 }

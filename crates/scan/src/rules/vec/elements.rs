@@ -341,7 +341,10 @@ fn is_fixed(iter: &Expr) -> bool {
 pub(super) fn named_fixed(expr: &Expr) -> bool {
     let text = crate::semantic::dotted(expr).to_ascii_lowercase();
     let last = text.rsplit('.').next().unwrap_or(&text);
-    FIXED_WORDS.iter().any(|w| last.contains(w))
+    // Names and keys of metrics or batch entries (`metric_names`, `cu_keys`, `loss_stats`):
+    // one iteration per name, a set the code fixes, not the elements of a tensor.
+    const KEY_WORDS: &[&str] = &["names", "keys", "metrics", "stats"];
+    FIXED_WORDS.iter().any(|w| last.contains(w)) || last.split('_').any(|w| KEY_WORDS.contains(&w))
 }
 
 /// A loop bound named after the batch: `bs`, `bsz`, `batch_size`, `num_samples`, …
