@@ -339,11 +339,11 @@ fn is_fixed(iter: &Expr) -> bool {
 /// The last name of `expr` (or of the callee) says it holds layers, heads, cameras, a loader,
 /// a schedule and the like.
 pub(super) fn named_fixed(expr: &Expr) -> bool {
-    let text = crate::semantic::dotted(expr).to_ascii_lowercase();
-    let last = text.rsplit('.').next().unwrap_or(&text);
     // Names and keys of metrics or batch entries (`metric_names`, `cu_keys`, `loss_stats`):
     // one iteration per name, a set the code fixes, not the elements of a tensor.
     const KEY_WORDS: &[&str] = &["names", "keys", "metrics", "stats"];
+    let text = crate::semantic::dotted(expr).to_ascii_lowercase();
+    let last = text.rsplit('.').next().unwrap_or(&text);
     FIXED_WORDS.iter().any(|w| last.contains(w)) || last.split('_').any(|w| KEY_WORDS.contains(&w))
 }
 
