@@ -113,7 +113,11 @@ impl Rule for CudaOnlyKernel {
                         cx.report(range, usage::BNB);
                     }
                     None
-                } else if usage::is_compile(cx.semantic(), expr) && !under_cuda_type_check(cx) {
+                } else if usage::is_compile(cx.semantic(), expr)
+                    && !under_cuda_type_check(cx)
+                    && !crate::names::is_test_path(cx.path())
+                {
+                    // A test compiles to check the compiled model, not to train.
                     Some(usage::COMPILE.to_owned())
                 } else {
                     None
@@ -124,7 +128,8 @@ impl Rule for CudaOnlyKernel {
                 if crate::analysis::last_name_of(expr) == "compile"
                     && is_decorator(cx.semantic(), expr)
                     && usage::is_compile(cx.semantic(), expr)
-                    && !under_cuda_type_check(cx) =>
+                    && !under_cuda_type_check(cx)
+                    && !crate::names::is_test_path(cx.path()) =>
             {
                 Some(usage::COMPILE.to_owned())
             }
