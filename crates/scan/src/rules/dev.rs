@@ -146,6 +146,7 @@ impl Rule for DeviceAssumption {
                     !gates_cuda_only_path(cx.semantic(), expr)
                         && !is_hint(cx.semantic(), expr, "non_blocking")
                         && !selects_fused_optimizer(cx.semantic(), expr)
+                        && !only_falls_back_to_cpu(cx.semantic(), expr)
                 }) else {
                     return;
                 };
@@ -372,6 +373,53 @@ fn selects_fused_optimizer(sem: &Semantic<'_>, expr: &Expr) -> bool {
             && matches!(a.targets.as_slice(), [Expr::Name(n)]
                 if n.id.as_str().to_ascii_lowercase().contains("fused")));
     keyword || assigned
+}
+
+/// The comparison is in the test of an `if` that only falls back to the CPU when CUDA is
+/// missing (`if args.device == "cuda" and not torch.cuda.is_available(): args.device = "cpu"`):
+/// its body only assigns `"cpu"` (or `torch.device("cpu")`) and logs, and there is no `else`.
+/// On the NPU the comparison is false, no fallback happens, and the configured device is used.
+fn only_falls_back_to_cpu(sem: &Semantic<'_>, expr: &Expr) -> bool {
+    let Some(ast::Stmt::If(stmt)) = sem.stmts().last() else {
+        return false;
+    };
+    let is_cpu = |v: &Expr| {
+        match v {
+        Expr::Constant(c) => matches!(&c.value, ast::Constant::Str(s) if s == "cpu"),
+        Expr::Call(c) => {
+            crate::analysis::last_name_of(c.func.as_ref()) == "device"
+                && c.args.first().is_some_and(|a| {
+                    matches!(a, Expr::Constant(c) if matches!(&c.value, ast::Constant::Str(s) if s == "cpu"))
+                })
+        }
+        _ => false,
+    }
+    };
+    let logs = |v: &Expr| {
+        matches!(v, Expr::Call(c) if matches!(
+            crate::analysis::last_name_of(c.func.as_ref()),
+            "print" | "info" | "warning" | "warn" | "debug"
+        ))
+    };
+    stmt.test.range().contains_range(expr.range())
+        && checks_availability(&stmt.test)
+        && stmt.orelse.is_empty()
+        && !stmt.body.is_empty()
+        && stmt.body.iter().all(|s| match s {
+            ast::Stmt::Assign(a) => is_cpu(&a.value),
+            ast::Stmt::Expr(e) => logs(&e.value),
+            _ => false,
+        })
+}
+
+/// The test calls an `is_available()` (`not torch.cuda.is_available()`, in `and`/`or`).
+fn checks_availability(test: &Expr) -> bool {
+    match test {
+        Expr::Call(c) => crate::analysis::last_name_of(c.func.as_ref()) == "is_available",
+        Expr::UnaryOp(u) => checks_availability(&u.operand),
+        Expr::BoolOp(b) => b.values.iter().any(checks_availability),
+        _ => false,
+    }
 }
 
 fn is_hint(sem: &Semantic<'_>, expr: &Expr, keyword: &str) -> bool {
