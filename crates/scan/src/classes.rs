@@ -221,10 +221,10 @@ fn class_headers(text: &str) -> Vec<Header> {
         } else if let Some(&(_, i)) = open.last()
             && let Some((attr, value)) = self_assignment(body)
         {
-            let value = call_text(value, &mut lines);
-            headers[i]
-                .assigned
-                .push((attr.to_owned(), is_float64_array(&value)));
+            // Only a numpy constructor needs its whole text (a `dtype=` on a later line).
+            let float64 = (value.starts_with("np.") || value.starts_with("numpy."))
+                && is_float64_array(&call_text(value, &mut lines));
+            headers[i].assigned.push((attr.to_owned(), float64));
             let callee_end = value
                 .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '.'))
                 .unwrap_or(value.len());

@@ -432,15 +432,24 @@ fn hub_scheme(call: &ast::ExprCall) -> Option<String> {
 
 /// The literal text a string expression begins with: a literal, the first piece of an
 /// f-string, the template of `"….format(…)"`, or the left operand of `+`.
-fn leading_text(expr: &Expr) -> Option<String> {
+fn leading_text(expr: &Expr) -> Option<&str> {
+    fn literal(e: &Expr) -> Option<&str> {
+        match e {
+            Expr::Constant(c) => match &c.value {
+                ast::Constant::Str(s) => Some(s.as_str()),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
     match expr {
-        Expr::JoinedStr(joined) => joined.values.first().and_then(string),
+        Expr::JoinedStr(joined) => joined.values.first().and_then(literal),
         Expr::Call(call) => match call.func.as_ref() {
-            Expr::Attribute(attr) if attr.attr.as_str() == "format" => string(&attr.value),
+            Expr::Attribute(attr) if attr.attr.as_str() == "format" => literal(&attr.value),
             _ => None,
         },
         Expr::BinOp(op) if matches!(op.op, ast::Operator::Add) => leading_text(&op.left),
-        _ => string(expr),
+        _ => literal(expr),
     }
 }
 
