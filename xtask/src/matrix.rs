@@ -84,6 +84,7 @@ fn run_version(version: &str, env: &Env<'_>, report: &mut dyn FnMut(Step)) {
             .env("PATH", &path)
             .env("PYTHONDONTWRITEBYTECODE", "1")
             .env("NPU_PATCHER_MATRIX_RESULTS", &record)
+            .stdin_null()
             .unchecked()
             .run()
             .is_ok_and(|o| o.status.success());
@@ -110,6 +111,7 @@ fn run_version(version: &str, env: &Env<'_>, report: &mut dyn FnMut(Step)) {
     .env("NPU_PATCHER_PYTHON", &python)
     .env("PATH", &path)
     .env("PYTHONDONTWRITEBYTECODE", "1")
+    .stdin_null()
     .unchecked()
     .run()
     .is_ok_and(|o| o.status.success());
@@ -152,6 +154,7 @@ pub fn probe(python: &Path, path: &std::ffi::OsStr) -> Result<Value> {
         .env("PATH", path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .stdout_capture()
+        .stdin_null()
         .unchecked()
         .run()
         .with_context(|| format!("cannot run {}", python.display()))?;

@@ -55,6 +55,7 @@ pub fn run(args: &Args) -> Result<()> {
         let t = Instant::now();
         let ok = duct::cmd!(&cargo, "fmt", "--all", "--check")
             .dir(&root)
+            .stdin_null()
             .unchecked()
             .run()?
             .status
@@ -72,6 +73,7 @@ pub fn run(args: &Args) -> Result<()> {
             "warnings"
         )
         .dir(&root)
+        .stdin_null()
         .unchecked()
         .run()?
         .status
@@ -120,6 +122,7 @@ pub fn run(args: &Args) -> Result<()> {
         .env("PATH", &path)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("NPU_PATCHER_PYTHON", &python)
+        .stdin_null()
         .unchecked()
         .run()?
         .status
@@ -143,6 +146,7 @@ pub fn run(args: &Args) -> Result<()> {
     let t = Instant::now();
     let ok = duct::cmd!(std::env::current_exe()?, "fix-check", "--project", "skrl")
         .dir(&root)
+        .stdin_null()
         .unchecked()
         .run()?
         .status
@@ -219,6 +223,7 @@ pub fn run(args: &Args) -> Result<()> {
         .env("NPU_PATCHER_BUNDLE_ARCHIVE", &bundle_archive)
         .env("NPU_PATCHER_TARGET", root.join("target"))
         .env("NPU_PATCHER_MATRIX_RESULTS", &default_record)
+        .stdin_null()
         .unchecked()
         .run()?
         .status
